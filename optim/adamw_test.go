@@ -1,0 +1,104 @@
+package optim
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gotrain/gotrain/backend"
+)
+
+func TestAdamWDefaults(t *testing.T) {
+	want := AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0, AdamWMode: true}
+	if got := DefaultAdamWConfig(); got != want {
+		t.Errorf("defaults %+v, want FusedAdam's %+v", got, want)
+	}
+	if err := want.Validate(); err != nil {
+		t.Errorf("defaults invalid: %v", err)
+	}
+}
+
+func TestAdamWValidate(t *testing.T) {
+	ok := DefaultAdamWConfig()
+	ok.WeightDecay = 0.1
+	if err := ok.Validate(); err != nil {
+		t.Errorf("AdamW with weight decay: %v", err)
+	}
+	l2 := ok
+	l2.AdamWMode = false
+	if err := l2.Validate(); !errors.Is(err, ErrAdamL2) {
+		t.Errorf("adam_w_mode false with weight decay: err %v, want ErrAdamL2", err)
+	}
+	l2.WeightDecay = 0 // L2 with no decay is the same update as AdamW
+	if err := l2.Validate(); err != nil {
+		t.Errorf("adam_w_mode false without weight decay: %v", err)
+	}
+	for name, mut := range map[string]func(*AdamWConfig){
+		"lr < 0":    func(c *AdamWConfig) { c.LR = -1 },
+		"beta1 = 1": func(c *AdamWConfig) { c.Beta1 = 1 },
+		"beta2 < 0": func(c *AdamWConfig) { c.Beta2 = -0.1 },
+		"eps < 0":   func(c *AdamWConfig) { c.Eps = -1e-8 },
+		"wd < 0":    func(c *AdamWConfig) { c.WeightDecay = -0.1 },
+	} {
+		c := DefaultAdamWConfig()
+		mut(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+}
+
+func TestDecays(t *testing.T) {
+	for _, tc := range []struct {
+		shape []int
+		want  bool
+	}{
+		{[]int{50304, 768}, true}, // wte (Vp, C)
+		{[]int{1024, 768}, true},  // wpe (maxT, C)
+		{[]int{2304, 768}, true},  // qkvw (3C, C)
+		{[]int{2304}, false},      // qkvb
+		{[]int{768}, false},       // LayerNorm gain or bias
+		{[]int{}, false},
+	} {
+		if got := Decays(tc.shape); got != tc.want {
+			t.Errorf("Decays(%v) = %v, want %v", tc.shape, got, tc.want)
+		}
+	}
+}
+
+func TestStepParams(t *testing.T) {
+	cfg := AdamWConfig{LR: 1, Beta1: 0.85, Beta2: 0.95, Eps: 1e-6, WeightDecay: 0.1, AdamWMode: true}
+	got := StepParams(cfg, 3e-4, 7, 0.25, true)
+	want := backend.AdamWParams{LR: 3e-4, Beta1: 0.85, Beta2: 0.95, Eps: 1e-6, WeightDecay: 0.1, GradScale: 0.25, Step: 7}
+	if got != want {
+		t.Errorf("decayed: %+v, want %+v", got, want)
+	}
+	got = StepParams(cfg, 3e-4, 7, 0.25, false)
+	want.WeightDecay = 0
+	if got != want {
+		t.Errorf("not decayed: %+v, want %+v", got, want)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("step 0 did not panic")
+		}
+	}()
+	StepParams(cfg, 3e-4, 0, 1, true)
+}
+
+func TestScheduled(t *testing.T) {
+	cfg := DefaultAdamWConfig()
+	cfg.LR = 6e-4
+	cos, _ := NewWarmupCosineLR(WarmupCosineLRParams{TotalNumSteps: 10, WarmupNumSteps: 2, WarmupType: WarmupLinear})
+	cos.Step()
+	cos.Step() // t = 1: ratio 1/2 of the base lr
+	if got := cfg.Scheduled(cos); got.LR != 3e-4 || got.Beta1 != 0.9 || got.Beta2 != 0.999 {
+		t.Errorf("WarmupCosineLR: %+v, want lr 3e-4 and the config's betas", got)
+	}
+	oc, _ := NewOneCycle(DefaultOneCycleParams(1e-4, 1e-3))
+	if got := cfg.Scheduled(oc); got.LR != 1e-4 || got.Beta1 != 0.8 || got.Beta2 != 0.99 {
+		t.Errorf("OneCycle at start: %+v, want lr 1e-4 and betas (0.8, 0.99)", got)
+	}
+	if cfg.LR != 6e-4 {
+		t.Error("Scheduled modified its receiver")
+	}
+}

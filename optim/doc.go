@@ -1,0 +1,28 @@
+// Package optim owns the optimizer-side arithmetic of a training step, as
+// DeepSpeed defines it: the AdamW hyperparameters and which tensors decay
+// (the update itself is backend.Backend.AdamW), DeepSpeed's learning-rate
+// schedulers, global-norm gradient clipping and the fp16 dynamic loss scaler.
+//
+// Everything here is host-side float64 scalar math on a handful of numbers
+// per step; nothing touches a Buffer. The trainer maps its config onto the
+// typed parameter structs (this package does not read DeepSpeed JSON).
+//
+// One optimizer step k (k = 1, 2, …) of a trainer looks like:
+//
+//	scale := scaler.Scale()                  // the scale the loss was multiplied by
+//	skipped, err := scaler.Update(overflow)  // stop the run on err
+//	if !skipped {
+//		c := adam.Scheduled(sched)             // lr (and OneCycle betas) for step k
+//		gs := 1 / optim.CombinedScale(norm, scale, clip)
+//		p := optim.StepParams(c, c.LR, k, gs, optim.Decays(shape))
+//		backend.AdamW(param, master, grad, m, v, p) // per tensor or partition
+//		sched.Step()                           // never on a skipped step
+//	}
+//
+// where k counts successful updates (it drives the bias correction) and norm is
+// the global L2 norm of the still-scaled gradients (GlobalNorm). Without fp16
+// there is no scaler: the scale is 1 and no step is skipped.
+//
+// Types here are plain values or single-owner state machines: none is safe
+// for concurrent use, and none needs to be (one trainer goroutine steps them).
+package optim
