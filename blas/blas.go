@@ -2,7 +2,14 @@
 // run time through csrc's dlopen loader, checked against a Go reference on
 // load, with gonum's pure-Go GEMM as the fallback.
 //
-// All matrices are row-major float32.
+// All matrices are row-major float32. Arguments that do not describe a
+// GEMM (negative sizes, leading dimensions smaller than a row, slices too
+// short) are bugs in the calling package: every Impl panics on them with
+// the same fixed "blas: ..." message, before any native code runs.
+//
+// Nothing here holds package-level state, but OpenBLAS itself is
+// process-wide: its core type is fixed by the first Load and its thread
+// count by the latest.
 package blas
 
 // Impl computes single-precision GEMMs. Implementations are safe for
@@ -20,7 +27,16 @@ type Impl interface {
 type Info struct {
 	Name     string // "openblas" or "gonum"
 	Library  string // the file loaded, if any
-	CoreType string // OpenBLAS core type in use
+	CoreType string // OpenBLAS core type in use, as openblas_get_corename reports it
 	Threads  int
 	Note     string // why a fallback happened, if one did
+
+	// CoreTypeEnv is OPENBLAS_CORETYPE when Load ran, after any choice of
+	// its own ("" means unset: OpenBLAS detected the CPU itself).
+	CoreTypeEnv string
+	// CoreTypeChosen is the value Load set from the CPU's features because
+	// OPENBLAS_CORETYPE was unset ("" when it was preset or no choice fit).
+	CoreTypeChosen string
+	// Config is openblas_get_config(): version, build options, core.
+	Config string
 }

@@ -7,13 +7,17 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// Gonum is the pure-Go fallback GEMM.
+// Gonum is the pure-Go fallback GEMM. It parallelises large products over
+// goroutines itself and is safe for concurrent use.
 type Gonum struct{}
 
 var _ Impl = Gonum{}
 
 // Sgemm implements Impl.
 func (Gonum) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if sgemmTrivial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) {
+		return
+	}
 	ta, tb := gblas.NoTrans, gblas.NoTrans
 	if transA {
 		ta = gblas.Trans
@@ -26,3 +30,17 @@ func (Gonum) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32,
 
 // Info implements Impl.
 func (Gonum) Info() Info { return Info{Name: "gonum", Threads: runtime.GOMAXPROCS(0)} }
+
+// fallback is Gonum standing in for a library that could not be used; its
+// Info carries the reason.
+type fallback struct {
+	Gonum
+	note string
+}
+
+// Info implements Impl.
+func (f fallback) Info() Info {
+	info := f.Gonum.Info()
+	info.Note = f.note
+	return info
+}
