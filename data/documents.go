@@ -1,0 +1,247 @@
+package data
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// inputKind says how a file splits into documents.
+type inputKind int
+
+const (
+	inputText  inputKind = iota // the whole file is one document
+	inputJSONL                  // one JSON object per line, text in a field
+)
+
+type inputFile struct {
+	path string
+	kind inputKind
+	size int64
+}
+
+// inputSet is the resolved, sorted list of input files.
+type inputSet struct {
+	files        []inputFile
+	bytes        int64
+	skippedEmpty int // empty files found by a directory walk or a glob
+}
+
+// resolveInputs expands files, directories (recursively) and globs into the
+// sorted list of documents' files. Files named explicitly must have a known
+// extension and must not be empty; files found by a walk or a glob with other
+// extensions are ignored and empty ones skipped, so a corpus directory may
+// hold other files. Each input must yield at least one file. Hidden entries
+// (".name") below a directory are not walked.
+func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
+	var set inputSet
+	if len(inputs) == 0 {
+		return set, fmt.Errorf("no inputs given: pass .txt or .jsonl files, directories or globs")
+	}
+	exts := normalizeExts(textExts)
+	kindOf := func(path string) (inputKind, bool) {
+		ext := strings.ToLower(filepath.Ext(path))
+		if ext == ".jsonl" {
+			return inputJSONL, true
+		}
+		return inputText, slices.Contains(exts, ext)
+	}
+	seen := map[string]bool{}
+	add := func(path string, size int64) {
+		if seen[path] {
+			return
+		}
+		seen[path] = true
+		k, _ := kindOf(path)
+		set.files = append(set.files, inputFile{path: path, kind: k, size: size})
+		set.bytes += size
+	}
+	// addFound takes a file met by a walk or a glob; it reports whether the
+	// file counts for its input.
+	addFound := func(path string, size int64) bool {
+		if _, ok := kindOf(path); !ok {
+			return false
+		}
+		if size == 0 {
+			set.skippedEmpty++
+			return false
+		}
+		add(path, size)
+		return true
+	}
+	walk := func(root string) (int, error) {
+		n := 0
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return fmt.Errorf("input: %w", err)
+			}
+			if path != root && strings.HasPrefix(d.Name(), ".") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.IsDir() {
+				return nil
+			}
+			// Stat follows a symlink to a file; a symlink to a directory is
+			// not followed, which keeps cycles out.
+			st, err := os.Stat(path)
+			if err != nil {
+				return fmt.Errorf("input: %w", err)
+			}
+			if st.Mode().IsRegular() && addFound(path, st.Size()) {
+				n++
+			}
+			return nil
+		})
+		return n, err
+	}
+	what := strings.Join(append(slices.Clone(exts), ".jsonl"), " or ")
+	for _, in := range inputs {
+		if hasGlobMeta(in) {
+			matches, err := filepath.Glob(in)
+			if err != nil {
+				return set, fmt.Errorf("input pattern %q: %w", in, err)
+			}
+			if len(matches) == 0 {
+				return set, fmt.Errorf("input pattern %q matches no files", in)
+			}
+			n := 0
+			for _, m := range matches {
+				st, err := os.Stat(m)
+				if err != nil {
+					return set, fmt.Errorf("input: %w", err)
+				}
+				if st.IsDir() {
+					k, err := walk(m)
+					if err != nil {
+						return set, err
+					}
+					n += k
+				} else if st.Mode().IsRegular() && addFound(m, st.Size()) {
+					n++
+				}
+			}
+			if n == 0 {
+				return set, fmt.Errorf("input pattern %q matches no non-empty %s files", in, what)
+			}
+			continue
+		}
+		st, err := os.Stat(in)
+		if err != nil {
+			return set, fmt.Errorf("input: %w", err)
+		}
+		if st.IsDir() {
+			n, err := walk(in)
+			if err != nil {
+				return set, err
+			}
+			if n == 0 {
+				return set, fmt.Errorf("input directory %s holds no non-empty %s files", in, what)
+			}
+			continue
+		}
+		if _, ok := kindOf(in); !ok {
+			return set, fmt.Errorf("input %s: unsupported extension %q: want %s (.jsonl is one document per line, the others one document per file)",
+				in, filepath.Ext(in), what)
+		}
+		if st.Size() == 0 {
+			return set, fmt.Errorf("input %s is empty", in)
+		}
+		add(in, st.Size())
+	}
+	slices.SortFunc(set.files, func(a, b inputFile) int { return strings.Compare(a.path, b.path) })
+	return set, nil
+}
+
+// normalizeExts lower-cases extensions and gives each a leading dot; no
+// extensions means ".txt".
+func normalizeExts(exts []string) []string {
+	if len(exts) == 0 {
+		return []string{".txt"}
+	}
+	out := make([]string, 0, len(exts))
+	for _, e := range exts {
+		e = strings.ToLower(strings.TrimSpace(e))
+		if e == "" {
+			continue
+		}
+		if !strings.HasPrefix(e, ".") {
+			e = "." + e
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// jsonlReader yields the documents of a JSONL stream.
+type jsonlReader struct {
+	name    string // for errors: name:line
+	field   string
+	skipBad bool
+	skipped int64 // bad lines skipped when skipBad
+}
+
+// read calls emit for each document with its 1-based line number and the
+// line's size in bytes (newline included). Blank lines are not documents.
+// A bad line is an error naming name:line, or is counted and skipped.
+func (j *jsonlReader) read(r io.Reader, emit func(line int, text string, n int64) error) error {
+	br := bufio.NewReaderSize(r, 1<<16)
+	for line := 1; ; line++ {
+		raw, err := br.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read %s:%d: %w", j.name, line, err)
+		}
+		if len(raw) == 0 && errors.Is(err, io.EOF) {
+			return nil
+		}
+		n := int64(len(raw))
+		body := raw
+		if line == 1 {
+			body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
+		}
+		body = bytes.TrimSpace(body)
+		if len(body) > 0 {
+			text, perr := j.parse(body)
+			if perr != nil {
+				if !j.skipBad {
+					return fmt.Errorf("%s:%d: %w", j.name, line, perr)
+				}
+				j.skipped++
+			} else if eerr := emit(line, text, n); eerr != nil {
+				return eerr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+	}
+}
+
+func (j *jsonlReader) parse(body []byte) (string, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return "", fmt.Errorf("bad JSON: %w", err)
+	}
+	if obj == nil {
+		return "", fmt.Errorf("bad JSON: want an object with a %q field, got null", j.field)
+	}
+	raw, ok := obj[j.field]
+	if !ok {
+		return "", fmt.Errorf("no %q field in this line (choose another field with --text-field)", j.field)
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err != nil {
+		return "", fmt.Errorf("field %q is not a string", j.field)
+	}
+	return text, nil
+}

@@ -1,0 +1,512 @@
+package data
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+)
+
+// Defaults of PrepareOptions, also the CLI's.
+const (
+	DefaultShardTokens = 100_000_000 // fineweb's shard size
+	DefaultValFraction = 0.1
+	DefaultTextField   = "text"
+)
+
+// PrepareOptions configure Prepare.
+type PrepareOptions struct {
+	// Inputs are files, directories (walked recursively) and globs. .jsonl
+	// files hold one document per line; files with a TextExtensions extension
+	// are one document each.
+	Inputs []string
+	// TextExtensions are the extensions of one-document-per-file inputs;
+	// empty means ".txt".
+	TextExtensions []string
+	Tokenizer      Tokenizer
+	OutputDir      string
+	// ValFraction in [0, 1) of the documents goes to val; see valSplit for
+	// the rule. Zero means no val split.
+	ValFraction float64
+	// ShardTokens caps the tokens per shard; 0 means DefaultShardTokens.
+	ShardTokens int64
+	// TextField is the JSONL field holding the text; "" means "text".
+	TextField string
+	// MaxDocs stops after that many documents; 0 means all.
+	MaxDocs int64
+	// SkipBadLines counts and skips JSONL lines that are bad JSON or lack
+	// the text field, instead of failing.
+	SkipBadLines bool
+	// Force replaces shards already in OutputDir instead of refusing.
+	Force bool
+	// Workers tokenize in parallel; 0 means GOMAXPROCS.
+	Workers int
+	// Progress, if not nil, receives a progress bar (meant for a terminal).
+	Progress io.Writer
+}
+
+// SplitSummary describes what one split received.
+type SplitSummary struct {
+	Documents int64
+	Tokens    int64 // EOT prefixes included
+	Shards    []string
+}
+
+// PrepareSummary describes a finished Prepare.
+type PrepareSummary struct {
+	Train, Val        SplitSummary
+	Tokenizer         TokenizerInfo
+	InputFiles        int   // files read (MaxDocs may stop before all)
+	InputBytes        int64 // bytes of the documents read
+	SkippedLines      int64 // bad JSONL lines skipped with SkipBadLines
+	SkippedEmptyFiles int   // empty files met while walking directories or globs
+	Elapsed           time.Duration
+}
+
+// TokensPerSecond is the overall tokenization rate.
+func (s PrepareSummary) TokensPerSecond() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.Train.Tokens+s.Val.Tokens) / s.Elapsed.Seconds()
+}
+
+// Prepare tokenizes documents into OutputDir/train_%06d.bin, val_%06d.bin and
+// tokenizer.json. Documents are read in sorted path order (lines in file
+// order), each is prefixed with EOT as llm.c's fineweb shards are, and
+// documents may span shard boundaries. Tokenization runs on Workers
+// goroutines over chunks of documents; shards are written in document order,
+// so the output does not depend on Workers. On error, the shards this call
+// published are removed.
+func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
+	start := time.Now()
+	var sum PrepareSummary
+	if err := checkPrepareOptions(&opts); err != nil {
+		return sum, err
+	}
+	const format = ShardGPT2
+	if eot := int64(opts.Tokenizer.EOT()); eot > format.MaxToken() {
+		return sum, fmt.Errorf("prepare: tokenizer %s has EOT %d, which does not fit uint16 shards (ids must be < 65536)",
+			opts.Tokenizer.Name(), eot)
+	}
+	inputs, err := resolveInputs(opts.Inputs, opts.TextExtensions)
+	if err != nil {
+		return sum, fmt.Errorf("prepare: %w", err)
+	}
+	sum.SkippedEmptyFiles = inputs.skippedEmpty
+	old, err := prepareOutputDir(opts.OutputDir, opts.Force)
+	if err != nil {
+		return sum, err
+	}
+
+	train := &splitWriter{dir: opts.OutputDir, prefix: "train", shardTokens: opts.ShardTokens, format: format}
+	val := &splitWriter{dir: opts.OutputDir, prefix: "val", shardTokens: opts.ShardTokens, format: format}
+	var bar *progressbar.ProgressBar
+	if opts.Progress != nil {
+		bar = progressbar.NewOptions64(inputs.bytes,
+			progressbar.OptionSetWriter(opts.Progress),
+			progressbar.OptionSetDescription("tokenizing"),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish())
+	}
+	p := &pipeline{opts: opts, inputs: inputs, train: train, val: val, bar: bar, format: format}
+	err = p.run(ctx)
+	if err == nil {
+		err = train.finish()
+	}
+	if err == nil {
+		err = val.finish()
+	}
+	if err == nil && train.docs+val.docs == 0 {
+		err = fmt.Errorf("prepare: the inputs hold no documents")
+	}
+	if err == nil {
+		err = WriteTokenizerInfo(opts.OutputDir, opts.Tokenizer)
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if err != nil {
+		train.abort()
+		val.abort()
+		if errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("prepare: interrupted: %w", err)
+		}
+		return sum, err
+	}
+	// With Force, old shards that this run did not overwrite would otherwise
+	// be read as part of the new data set.
+	for _, path := range old {
+		if !train.published(path) && !val.published(path) {
+			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				return sum, fmt.Errorf("prepare: remove old shard: %w", rerr)
+			}
+		}
+	}
+	sum.Train = train.summary()
+	sum.Val = val.summary()
+	sum.Tokenizer = InfoOf(opts.Tokenizer)
+	sum.InputBytes = p.readBytes
+	sum.InputFiles = p.filesRead
+	sum.SkippedLines = p.skippedLines
+	sum.Elapsed = time.Since(start)
+	return sum, nil
+}
+
+func checkPrepareOptions(o *PrepareOptions) error {
+	if o.Tokenizer == nil {
+		return fmt.Errorf("prepare: no tokenizer given")
+	}
+	if o.OutputDir == "" {
+		return fmt.Errorf("prepare: no output directory given")
+	}
+	if math.IsNaN(o.ValFraction) || o.ValFraction < 0 || o.ValFraction >= 1 {
+		return fmt.Errorf("prepare: val fraction %v must be in [0, 1)", o.ValFraction)
+	}
+	if o.ShardTokens == 0 {
+		o.ShardTokens = DefaultShardTokens
+	}
+	if o.ShardTokens < 1 || o.ShardTokens > math.MaxInt32 {
+		return fmt.Errorf("prepare: shard tokens %d must be in [1, %d] (the header count is an int32)", o.ShardTokens, math.MaxInt32)
+	}
+	if o.TextField == "" {
+		o.TextField = DefaultTextField
+	}
+	if o.MaxDocs < 0 {
+		return fmt.Errorf("prepare: max docs %d must be ≥ 0 (0 means all)", o.MaxDocs)
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	return nil
+}
+
+// prepareOutputDir creates dir and returns the shards already in it, refusing
+// to go on if there are some and force is off.
+func prepareOutputDir(dir string, force bool) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("prepare: output directory: %w", err)
+	}
+	var old []string
+	for _, pat := range []string{"train_*.bin", "val_*.bin"} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return nil, fmt.Errorf("prepare: output directory %s: %w", dir, err)
+		}
+		old = append(old, m...)
+	}
+	if len(old) > 0 && !force {
+		return nil, fmt.Errorf("prepare: output directory %s already holds %d shards (%s, ...); use Force (--force) to replace them",
+			dir, len(old), filepath.Base(old[0]))
+	}
+	if force {
+		// Temporary shards of a killed run (see CreateShard's naming).
+		for _, pat := range []string{".train_*.bin.tmp*", ".val_*.bin.tmp*"} {
+			m, _ := filepath.Glob(filepath.Join(dir, pat))
+			for _, path := range m {
+				os.Remove(path)
+			}
+		}
+	}
+	return old, nil
+}
+
+// splitWriter cuts one split's token stream into shards of at most
+// shardTokens tokens.
+type splitWriter struct {
+	dir, prefix string
+	shardTokens int64
+	format      ShardFormat
+	cur         *ShardWriter
+	shards      []string
+	docs        int64
+	tokens      int64
+}
+
+func (s *splitWriter) add(tokens []int32) error {
+	s.docs++
+	for len(tokens) > 0 {
+		if s.cur == nil {
+			path := filepath.Join(s.dir, fmt.Sprintf("%s_%06d.bin", s.prefix, len(s.shards)))
+			w, err := CreateShard(path, s.format)
+			if err != nil {
+				return fmt.Errorf("prepare: %w", err)
+			}
+			s.cur = w
+		}
+		n := min(int64(len(tokens)), s.shardTokens-s.cur.Len())
+		if err := s.cur.Write(tokens[:n]); err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+		s.tokens += n
+		tokens = tokens[n:]
+		if s.cur.Len() == s.shardTokens {
+			if err := s.closeShard(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *splitWriter) closeShard() error {
+	w := s.cur
+	s.cur = nil
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	s.shards = append(s.shards, w.Path())
+	return nil
+}
+
+func (s *splitWriter) finish() error {
+	if s.cur == nil {
+		return nil
+	}
+	return s.closeShard()
+}
+
+func (s *splitWriter) abort() {
+	if s.cur != nil {
+		s.cur.Abort()
+		s.cur = nil
+	}
+	for _, p := range s.shards {
+		os.Remove(p)
+	}
+	s.shards = nil
+}
+
+func (s *splitWriter) published(path string) bool {
+	for _, p := range s.shards {
+		if p == path {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *splitWriter) summary() SplitSummary {
+	return SplitSummary{Documents: s.docs, Tokens: s.tokens, Shards: append([]string(nil), s.shards...)}
+}
+
+// pipeline reads documents on one goroutine, tokenizes chunks of them on
+// Workers goroutines, and writes results on the caller's goroutine in the
+// order the chunks were read.
+type pipeline struct {
+	opts       PrepareOptions
+	inputs     inputSet
+	train, val *splitWriter
+	bar        *progressbar.ProgressBar
+	format     ShardFormat
+
+	readBytes    int64
+	skippedLines int64
+	filesRead    int
+}
+
+type document struct {
+	source string // path, or path:line for JSONL
+	text   string
+	val    bool
+}
+
+type chunk struct {
+	docs   []document
+	bytes  int64 // input bytes the chunk covers, for the progress bar
+	result chan chunkResult
+}
+
+type chunkResult struct {
+	tokens [][]int32 // per document, EOT first
+	err    error
+}
+
+// A chunk closes at this many documents or text bytes: big enough to keep
+// workers busy between hand-offs, small enough to bound memory in flight.
+const (
+	chunkMaxDocs  = 256
+	chunkMaxBytes = 1 << 20
+)
+
+func (p *pipeline) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan *chunk, p.opts.Workers)
+	order := make(chan *chunk, 2*p.opts.Workers)
+	var readErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(jobs)
+		defer close(order)
+		readErr = p.produce(ctx, jobs, order)
+	}()
+	for range p.opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range jobs {
+				c.result <- p.tokenize(ctx, c.docs)
+			}
+		}()
+	}
+	err := p.consume(order)
+	if err != nil {
+		cancel()
+	}
+	// Drain so the reader is never blocked on a full order channel.
+	for range order {
+	}
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if readErr != nil && !errors.Is(readErr, context.Canceled) {
+		return readErr
+	}
+	return ctx.Err()
+}
+
+func (p *pipeline) consume(order <-chan *chunk) error {
+	for c := range order {
+		res := <-c.result
+		if res.err != nil {
+			return res.err
+		}
+		for i, toks := range res.tokens {
+			w := p.train
+			if c.docs[i].val {
+				w = p.val
+			}
+			if err := w.add(toks); err != nil {
+				return err
+			}
+		}
+		p.readBytes += c.bytes
+		if p.bar != nil {
+			_ = p.bar.Add64(c.bytes)
+		}
+	}
+	return nil
+}
+
+func (p *pipeline) tokenize(ctx context.Context, docs []document) chunkResult {
+	out := make([][]int32, len(docs))
+	eot := int32(p.opts.Tokenizer.EOT())
+	maxTok := p.format.MaxToken()
+	for i, d := range docs {
+		// After a failure or an interrupt, queued work is dropped quickly.
+		if err := ctx.Err(); err != nil {
+			return chunkResult{err: err}
+		}
+		ids := p.opts.Tokenizer.Encode(d.text)
+		toks := make([]int32, len(ids)+1)
+		toks[0] = eot
+		for j, id := range ids {
+			if id < 0 || int64(id) > maxTok {
+				return chunkResult{err: fmt.Errorf("prepare: %s: token id %d does not fit uint16 shards (ids must be in [0, %d])",
+					d.source, id, maxTok)}
+			}
+			toks[j+1] = int32(id)
+		}
+		out[i] = toks
+	}
+	return chunkResult{tokens: out}
+}
+
+// produce reads documents in order, assigns each to train or val, and hands
+// chunks to the workers and, in the same order, to the writer.
+func (p *pipeline) produce(ctx context.Context, jobs, order chan<- *chunk) error {
+	split := newValSplit(p.opts.ValFraction)
+	var next int64 // index of the next document
+	cur := &chunk{}
+	var curText int
+	send := func() error {
+		if len(cur.docs) == 0 && cur.bytes == 0 {
+			return nil
+		}
+		cur.result = make(chan chunkResult, 1)
+		select {
+		case order <- cur:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case jobs <- cur:
+		case <-ctx.Done():
+			// The writer waits on this chunk's result; answer it.
+			cur.result <- chunkResult{err: ctx.Err()}
+			return ctx.Err()
+		}
+		cur, curText = &chunk{}, 0
+		return nil
+	}
+	errStop := errors.New("max docs reached")
+	emit := func(source, text string, n int64) error {
+		if p.opts.MaxDocs > 0 && next >= p.opts.MaxDocs {
+			return errStop
+		}
+		cur.docs = append(cur.docs, document{source: source, text: text, val: split.isVal(next)})
+		cur.bytes += n
+		curText += len(text)
+		next++
+		if len(cur.docs) >= chunkMaxDocs || curText >= chunkMaxBytes {
+			return send()
+		}
+		return nil
+	}
+	for _, f := range p.inputs.files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if p.opts.MaxDocs > 0 && next >= p.opts.MaxDocs {
+			break
+		}
+		p.filesRead++
+		err := p.readFile(f, emit)
+		if errors.Is(err, errStop) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return send()
+}
+
+func (p *pipeline) readFile(f inputFile, emit func(source, text string, n int64) error) error {
+	if f.kind == inputText {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return fmt.Errorf("prepare: read input: %w", err)
+		}
+		return emit(f.path, string(b), int64(len(b)))
+	}
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return fmt.Errorf("prepare: read input: %w", err)
+	}
+	defer fh.Close()
+	j := &jsonlReader{name: f.path, field: p.opts.TextField, skipBad: p.opts.SkipBadLines}
+	err = j.read(fh, func(line int, text string, n int64) error {
+		return emit(fmt.Sprintf("%s:%d", f.path, line), text, n)
+	})
+	// Written by the reader goroutine; read by Prepare after run's Wait.
+	p.skippedLines += j.skipped
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+package data
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ResolveShards expands shard paths and globs into a sorted, duplicate-free
+// list of files. Lexical order of the full paths is the order llm.c reads
+// shards in. A pattern that matches nothing is an error naming it.
+func ResolveShards(patterns []string) ([]string, error) {
+	if len(patterns) == 0 {
+		return nil, fmt.Errorf("no token shards given: pass shard files or a glob such as data/train_*.bin")
+	}
+	var out []string
+	for _, p := range patterns {
+		if hasGlobMeta(p) {
+			m, err := filepath.Glob(p)
+			if err != nil {
+				return nil, fmt.Errorf("shard pattern %q: %w", p, err)
+			}
+			if len(m) == 0 {
+				return nil, fmt.Errorf("shard pattern %q matches no files", p)
+			}
+			out = append(out, m...)
+			continue
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("token shard: %w", err)
+		}
+		if st.IsDir() {
+			return nil, fmt.Errorf("token shard %s is a directory; give shard files or a glob such as %s",
+				p, filepath.Join(p, "train_*.bin"))
+		}
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func hasGlobMeta(p string) bool {
+	return strings.ContainsAny(p, "*?[")
+}

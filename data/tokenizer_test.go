@@ -1,0 +1,120 @@
+package data
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestGPT2Tokenizer(t *testing.T) {
+	tok, err := NewTokenizer("gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Name() != "gpt2" || tok.EOT() != 50256 || tok.VocabSize() != 50257 {
+		t.Fatalf("gpt2: name %q eot %d vocab %d", tok.Name(), tok.EOT(), tok.VocabSize())
+	}
+	// GPT-2's own ids for "Hello" and " world".
+	if got := tok.Encode("Hello world"); len(got) != 2 || got[0] != 15496 || got[1] != 995 {
+		t.Fatalf(`Encode("Hello world") = %v, want [15496 995]`, got)
+	}
+	for _, s := range []string{
+		"",
+		"The quick brown fox jumps over the lazy dog.\n\n\tIndented  spaces   here",
+		"naïve café — 東京 🚀 ümlaut",
+		"func main() {\n\tfmt.Println(\"hi\")\n}\n",
+	} {
+		ids := tok.Encode(s)
+		for _, id := range ids {
+			if id < 0 || id >= 50256 {
+				t.Fatalf("Encode(%q) produced id %d outside the ordinary vocabulary", s, id)
+			}
+		}
+		if got := tok.Decode(ids); got != s {
+			t.Fatalf("Decode(Encode(%q)) = %q", s, got)
+		}
+	}
+	// Ordinary-text semantics: the special token's spelling is just text.
+	s := "a<|endoftext|>b"
+	ids := tok.Encode(s)
+	for _, id := range ids {
+		if id == 50256 {
+			t.Fatalf("Encode(%q) = %v contains EOT", s, ids)
+		}
+	}
+	if tok.Decode(ids) != s {
+		t.Fatalf("special-token text does not round-trip")
+	}
+	if got := tok.Decode([]int{50256}); got != "<|endoftext|>" {
+		t.Fatalf("Decode([EOT]) = %q", got)
+	}
+}
+
+func TestByteTokenizer(t *testing.T) {
+	tok, err := NewTokenizer("byte")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Name() != "byte" || tok.EOT() != 256 || tok.VocabSize() != 257 {
+		t.Fatalf("byte: name %q eot %d vocab %d", tok.Name(), tok.EOT(), tok.VocabSize())
+	}
+	ids := tok.Encode("Hé")
+	if want := []int{'H', 0xc3, 0xa9}; len(ids) != 3 || ids[0] != want[0] || ids[1] != want[1] || ids[2] != want[2] {
+		t.Fatalf(`Encode("Hé") = %v, want %v`, ids, want)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 100 {
+		b := make([]byte, r.IntN(64))
+		for i := range b {
+			b[i] = byte(r.UintN(256))
+		}
+		if got := tok.Decode(tok.Encode(string(b))); got != string(b) {
+			t.Fatalf("round trip of %x gave %x", b, got)
+		}
+	}
+	if got := tok.Decode([]int{'a', 256, 'b', 999}); got != "a<|endoftext|>b\uFFFD" {
+		t.Fatalf("Decode with EOT and an unknown id = %q", got)
+	}
+}
+
+func TestNewTokenizerUnknown(t *testing.T) {
+	_, err := NewTokenizer("sentencepiece")
+	if err == nil || !strings.Contains(err.Error(), "sentencepiece") || !strings.Contains(err.Error(), "gpt2") {
+		t.Fatalf("unknown tokenizer: %v", err)
+	}
+}
+
+func TestTokenizerInfoFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteTokenizerInfo(dir, NewByteTokenizer()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != `{"tokenizer":"byte","eot":256,"vocab_size":257}` {
+		t.Fatalf("tokenizer.json = %s", got)
+	}
+	info, err := ReadTokenizerInfo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := info.Open()
+	if err != nil || tok.Name() != "byte" {
+		t.Fatalf("Open: %v %v", tok, err)
+	}
+	writeFile(t, filepath.Join(dir, "tokenizer.json"), []byte(`{"tokenizer":"byte","eot":50256,"vocab_size":257}`))
+	info, err = ReadTokenizerInfo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := info.Open(); err == nil || !strings.Contains(err.Error(), "eot 50256") {
+		t.Fatalf("mismatched eot: %v", err)
+	}
+	if _, err := ReadTokenizerInfo(t.TempDir()); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
