@@ -1,0 +1,142 @@
+package cpu_test
+
+import (
+	"testing"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/backendtest"
+	"github.com/gotrain/gotrain/backend/cpu"
+	"github.com/gotrain/gotrain/blas"
+)
+
+func TestBackend(t *testing.T) {
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
+		return cpu.New(cpu.Options{Gemm: blas.Gonum{}})
+	})
+}
+
+// TestBackendDefaultGemm runs the suite with the GEMM gotrain uses by
+// default: OpenBLAS where it loads and passes its self-check, gonum
+// otherwise.
+func TestBackendDefaultGemm(t *testing.T) {
+	impl, info := blas.Default(0)
+	t.Logf("gemm: %s %s threads=%d %s", info.Name, info.Library, info.Threads, info.Note)
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
+		return cpu.New(cpu.Options{Gemm: impl})
+	})
+}
+
+// nativeLike is gonum's GEMM describing itself as a multithreaded native
+// library, which makes the backend call GEMMs from one goroutine only (the
+// attention heads then run one after another).
+type nativeLike struct{ blas.Gonum }
+
+func (nativeLike) Info() blas.Info { return blas.Info{Name: "native-like", Threads: 2} }
+
+// TestBackendThreads3 runs the suite with a fan-out that divides none of the
+// test shapes, so every op's chunking has ragged edges, and with a GEMM that
+// must not be called concurrently.
+func TestBackendThreads3(t *testing.T) {
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
+		return cpu.New(cpu.Options{Gemm: nativeLike{}, Threads: 3})
+	})
+}
+
+// newGonum is the backend every benchmark measures: pure-Go GEMM, one
+// goroutine per core.
+func newGonum() *cpu.Backend { return cpu.New(cpu.Options{Gemm: blas.Gonum{}}) }
+
+// gpt2-tiny shapes: B=8, T=256 (N=2048), C=256, NH=4, Vp=50304.
+// Matmul OCs: 768 (qkv), 256 (attention projection), 1024 (fc), 50304
+// (classifier); C=1024→OC=256 is the fc projection.
+
+func BenchmarkMatmulForwardN2048C256OC768(b *testing.B) {
+	backendtest.BenchMatmulForward(b, newGonum(), backend.F32, 2048, 256, 768)
+}
+func BenchmarkMatmulForwardN2048C256OC256(b *testing.B) {
+	backendtest.BenchMatmulForward(b, newGonum(), backend.F32, 2048, 256, 256)
+}
+func BenchmarkMatmulForwardN2048C256OC1024(b *testing.B) {
+	backendtest.BenchMatmulForward(b, newGonum(), backend.F32, 2048, 256, 1024)
+}
+func BenchmarkMatmulForwardN2048C1024OC256(b *testing.B) {
+	backendtest.BenchMatmulForward(b, newGonum(), backend.F32, 2048, 1024, 256)
+}
+func BenchmarkMatmulForwardN2048C256OC50304(b *testing.B) {
+	backendtest.BenchMatmulForward(b, newGonum(), backend.F32, 2048, 256, 50304)
+}
+func BenchmarkMatmulForwardBF16N2048C256OC768(b *testing.B) {
+	backendtest.BenchMatmulForward(b, newGonum(), backend.BF16, 2048, 256, 768)
+}
+func BenchmarkMatmulBackwardN2048C256OC768(b *testing.B) {
+	backendtest.BenchMatmulBackward(b, newGonum(), backend.F32, 2048, 256, 768)
+}
+func BenchmarkMatmulBackwardN2048C256OC256(b *testing.B) {
+	backendtest.BenchMatmulBackward(b, newGonum(), backend.F32, 2048, 256, 256)
+}
+func BenchmarkMatmulBackwardN2048C256OC1024(b *testing.B) {
+	backendtest.BenchMatmulBackward(b, newGonum(), backend.F32, 2048, 256, 1024)
+}
+func BenchmarkMatmulBackwardN2048C1024OC256(b *testing.B) {
+	backendtest.BenchMatmulBackward(b, newGonum(), backend.F32, 2048, 1024, 256)
+}
+func BenchmarkMatmulBackwardN2048C256OC50304(b *testing.B) {
+	backendtest.BenchMatmulBackward(b, newGonum(), backend.F32, 2048, 256, 50304)
+}
+func BenchmarkMatmulBackwardBF16N2048C256OC768(b *testing.B) {
+	backendtest.BenchMatmulBackward(b, newGonum(), backend.BF16, 2048, 256, 768)
+}
+
+func BenchmarkAttentionForwardB8T256C256NH4(b *testing.B) {
+	backendtest.BenchAttentionForward(b, newGonum(), backend.F32, 8, 256, 256, 4)
+}
+func BenchmarkAttentionBackwardB8T256C256NH4(b *testing.B) {
+	backendtest.BenchAttentionBackward(b, newGonum(), backend.F32, 8, 256, 256, 4)
+}
+func BenchmarkAttentionForwardB8T64C768NH12(b *testing.B) {
+	backendtest.BenchAttentionForward(b, newGonum(), backend.F32, 8, 64, 768, 12)
+}
+func BenchmarkAttentionBackwardB8T64C768NH12(b *testing.B) {
+	backendtest.BenchAttentionBackward(b, newGonum(), backend.F32, 8, 64, 768, 12)
+}
+func BenchmarkAttentionForwardBF16B8T256C256NH4(b *testing.B) {
+	backendtest.BenchAttentionForward(b, newGonum(), backend.BF16, 8, 256, 256, 4)
+}
+
+func BenchmarkEncoderForwardB8T256C256(b *testing.B) {
+	backendtest.BenchEncoderForward(b, newGonum(), backend.F32, 8, 256, 256, 50304)
+}
+func BenchmarkEncoderBackwardB8T256C256(b *testing.B) {
+	backendtest.BenchEncoderBackward(b, newGonum(), backend.F32, 8, 256, 256, 50304)
+}
+func BenchmarkLayerNormForwardN2048C256(b *testing.B) {
+	backendtest.BenchLayerNormForward(b, newGonum(), backend.F32, 2048, 256)
+}
+func BenchmarkLayerNormBackwardN2048C256(b *testing.B) {
+	backendtest.BenchLayerNormBackward(b, newGonum(), backend.F32, 2048, 256)
+}
+func BenchmarkLayerNormForwardBF16N2048C256(b *testing.B) {
+	backendtest.BenchLayerNormForward(b, newGonum(), backend.BF16, 2048, 256)
+}
+func BenchmarkGeluForwardN2097152(b *testing.B) {
+	backendtest.BenchGeluForward(b, newGonum(), backend.F32, 2048*1024)
+}
+func BenchmarkGeluBackwardN2097152(b *testing.B) {
+	backendtest.BenchGeluBackward(b, newGonum(), backend.F32, 2048*1024)
+}
+func BenchmarkAddN524288(b *testing.B) { backendtest.BenchAdd(b, newGonum(), backend.F32, 2048*256) }
+func BenchmarkCrossEntropyForwardN2048V50257(b *testing.B) {
+	backendtest.BenchCrossEntropyForward(b, newGonum(), backend.F32, 2048, 50257, 50304)
+}
+func BenchmarkCrossEntropyBackwardN2048V50257(b *testing.B) {
+	backendtest.BenchCrossEntropyBackward(b, newGonum(), backend.F32, 2048, 50257, 50304)
+}
+func BenchmarkAdamWN4M(b *testing.B) {
+	backendtest.BenchAdamW(b, newGonum(), backend.F32, false, 1<<22)
+}
+func BenchmarkAdamWBF16MasterN4M(b *testing.B) {
+	backendtest.BenchAdamW(b, newGonum(), backend.BF16, true, 1<<22)
+}
+func BenchmarkSumSquaresN4M(b *testing.B) {
+	backendtest.BenchSumSquares(b, newGonum(), backend.F32, 1<<22)
+}
