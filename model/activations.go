@@ -1,0 +1,129 @@
+package model
+
+import "github.com/gotrain/gotrain/backend"
+
+// blockActs is what one transformer block saves in forward for backward
+// (llm.c's ActivationTensors, one block's slice). Shapes use N = B·T.
+type blockActs struct {
+	ln1, ln1Mean, ln1Rstd backend.Buffer // (N,C), F32 (N), F32 (N)
+	qkv                   backend.Buffer // (N,3C)
+	atty                  backend.Buffer // (N,C): attention output before the projection
+	att                   backend.Buffer // F32 (B,NH,T,T): softmax probabilities
+	residual2             backend.Buffer // (N,C): stream after the attention half
+	ln2, ln2Mean, ln2Rstd backend.Buffer // (N,C), F32 (N), F32 (N)
+	fch, fchGelu          backend.Buffer // (N,4C) each
+	residual3             backend.Buffer // (N,C): the block's output
+}
+
+// activations holds every tensor of one (B,T) forward/backward, carved out
+// of one arena per dtype (allocated in the Activations category) so a
+// smaller batch reuses the memory of a larger one.
+type activations struct {
+	B, T int
+
+	inputs, targets  backend.Buffer // I32 (B,T)
+	encoded          backend.Buffer // (N,C) = wte[inp] + wpe
+	blocks           []blockActs
+	lnf              backend.Buffer // (N,C)
+	lnfMean, lnfRstd backend.Buffer // F32 (N)
+	// logits is F32 (N,Vp): the logits after a Forward without targets;
+	// with targets, the probabilities, which backward overwrites with
+	// dlogits in place. The backend contract does not let probs alias the
+	// logits they are computed from, so with targets the logits go through
+	// chunk, logitChunkRows rows at a time: one (N,Vp) buffer instead of
+	// two, which is most of the memory at small C.
+	logits backend.Buffer
+	chunk  backend.Buffer // (logitChunkRows,Vp) or (N,Vp) if smaller
+	losses backend.Buffer // F32 (N)
+
+	// Scratch shared by every block; activation gradients are written (=),
+	// so the residual stream's gradient is accumulated with Add.
+	scratch  backend.Buffer // (N,C): a projection's output before the residual add; LN dinp in backward
+	dres     backend.Buffer // (N,C): gradient w.r.t. the residual stream
+	dbtc     backend.Buffer // (N,C): dln2, datty, dln1 in turn
+	d4a, d4b backend.Buffer // (N,4C): dfch_gelu and dfch; d4a also holds dqkv (N,3C)
+	datt     backend.Buffer // F32 (B,NH,T,T)
+}
+
+// logitChunkRows bounds the logits staged before the loss: 256 rows of GPT-2
+// logits are 51 MB in fp32, still a GEMM large enough to run at full speed.
+const logitChunkRows = 256
+
+// arenaAlign keeps every tensor's start 256-byte aligned for vector loads.
+const arenaAlign = 256
+
+// actPlan records where each activation goes before the arenas exist.
+type actPlan struct {
+	need  map[backend.DType]int // elements per arena
+	slots []actSlot
+}
+
+type actSlot struct {
+	dt  backend.DType
+	off int
+	n   int
+	dst *backend.Buffer
+}
+
+func (p *actPlan) add(dst *backend.Buffer, dt backend.DType, n int) {
+	align := arenaAlign / dt.Size()
+	off := (p.need[dt] + align - 1) / align * align
+	p.slots = append(p.slots, actSlot{dt: dt, off: off, n: n, dst: dst})
+	p.need[dt] = off + n
+}
+
+// planActivations lays out a's tensors for (B,T) with activation dtype dt.
+func planActivations(a *activations, cfg Config, B, T int, dt backend.DType) *actPlan {
+	p := &actPlan{need: map[backend.DType]int{}}
+	N, C := B*T, cfg.C
+	a.B, a.T = B, T
+	p.add(&a.inputs, backend.I32, N)
+	p.add(&a.targets, backend.I32, N)
+	p.add(&a.encoded, dt, N*C)
+	a.blocks = make([]blockActs, cfg.L)
+	for l := range a.blocks {
+		b := &a.blocks[l]
+		p.add(&b.ln1, dt, N*C)
+		p.add(&b.ln1Mean, backend.F32, N)
+		p.add(&b.ln1Rstd, backend.F32, N)
+		p.add(&b.qkv, dt, N*3*C)
+		p.add(&b.atty, dt, N*C)
+		p.add(&b.att, backend.F32, B*cfg.NH*T*T)
+		p.add(&b.residual2, dt, N*C)
+		p.add(&b.ln2, dt, N*C)
+		p.add(&b.ln2Mean, backend.F32, N)
+		p.add(&b.ln2Rstd, backend.F32, N)
+		p.add(&b.fch, dt, N*4*C)
+		p.add(&b.fchGelu, dt, N*4*C)
+		p.add(&b.residual3, dt, N*C)
+	}
+	p.add(&a.lnf, dt, N*C)
+	p.add(&a.lnfMean, backend.F32, N)
+	p.add(&a.lnfRstd, backend.F32, N)
+	p.add(&a.logits, backend.F32, N*cfg.Vp)
+	p.add(&a.chunk, dt, min(N, logitChunkRows)*cfg.Vp)
+	p.add(&a.losses, backend.F32, N)
+	p.add(&a.scratch, dt, N*C)
+	p.add(&a.dres, dt, N*C)
+	p.add(&a.dbtc, dt, N*C)
+	p.add(&a.d4a, dt, N*4*C)
+	p.add(&a.d4b, dt, N*4*C)
+	p.add(&a.datt, backend.F32, B*cfg.NH*T*T)
+	return p
+}
+
+// bytes is the arenas' total size.
+func (p *actPlan) bytes() int64 {
+	var n int64
+	for dt, k := range p.need {
+		n += int64(k) * int64(dt.Size())
+	}
+	return n
+}
+
+// ActivationBytes is the memory a Model holds for activations (saved
+// tensors, logits and backward scratch) at batch B, sequence length T, with
+// activations stored as dt.
+func ActivationBytes(cfg Config, B, T int, dt backend.DType) int64 {
+	return planActivations(&activations{}, cfg, B, T, dt).bytes()
+}

@@ -1,0 +1,169 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/gotrain/gotrain/backend"
+)
+
+// Forward runs the model on inputs (B·T token ids, row-major (B,T)) and,
+// when targets (B·T ids) is not nil, the cross-entropy loss, returning the
+// mean over the B·T tokens (0 without targets). T may be anything up to
+// MaxT; a new (B,T) re-lays out the activations, reallocating only when it
+// needs more memory than is held.
+//
+// Graph (nanoGPT): x = wte[inp] + wpe; per block x += attproj(attn(qkv(ln1(x))))
+// and x += fcproj(gelu(fc(ln2(x)))); logits = lnf(x)·wteᵀ over Vp columns
+// (tied); softmax and loss over the first V columns only.
+func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
+	if err := m.checkBatch(inputs, targets, B, T); err != nil {
+		return 0, err
+	}
+	if m.acts == nil || m.acts.B != B || m.acts.T != T {
+		if err := m.ReserveActivations(B, T); err != nil {
+			return 0, err
+		}
+	}
+	m.state = passNone
+	be, cfg, a, w := m.be, m.cfg, m.acts, &m.w
+	N, C, NH := B*T, cfg.C, cfg.NH
+	if err := backend.WriteI32(be, a.inputs, inputs); err != nil {
+		return 0, fmt.Errorf("model: upload inputs: %w", err)
+	}
+	if targets != nil {
+		if err := backend.WriteI32(be, a.targets, targets); err != nil {
+			return 0, fmt.Errorf("model: upload targets: %w", err)
+		}
+	}
+
+	be.EncoderForward(a.encoded, a.inputs, w.wte, w.wpe, B, T, C)
+	residual := a.encoded
+	for l := range cfg.L {
+		if err := m.hook(l, false); err != nil {
+			return 0, err
+		}
+		bw, ba := &w.blocks[l], &a.blocks[l]
+		be.LayerNormForward(ba.ln1, ba.ln1Mean, ba.ln1Rstd, residual, bw.ln1w, bw.ln1b, N, C)
+		be.MatmulForward(ba.qkv, ba.ln1, bw.qkvw, bw.qkvb, N, C, 3*C)
+		be.AttentionForward(ba.atty, ba.att, ba.qkv, B, T, C, NH)
+		be.MatmulForward(a.scratch, ba.atty, bw.attprojw, bw.attprojb, N, C, C)
+		be.Add(ba.residual2, residual, a.scratch, N*C)
+		be.LayerNormForward(ba.ln2, ba.ln2Mean, ba.ln2Rstd, ba.residual2, bw.ln2w, bw.ln2b, N, C)
+		be.MatmulForward(ba.fch, ba.ln2, bw.fcw, bw.fcb, N, C, 4*C)
+		be.GeluForward(ba.fchGelu, ba.fch, N*4*C)
+		be.MatmulForward(a.scratch, ba.fchGelu, bw.fcprojw, bw.fcprojb, N, 4*C, C)
+		be.Add(ba.residual3, ba.residual2, a.scratch, N*C)
+		residual = ba.residual3
+	}
+	be.LayerNormForward(a.lnf, a.lnfMean, a.lnfRstd, residual, w.lnfw, w.lnfb, N, C)
+	if targets == nil {
+		be.MatmulForward(a.logits, a.lnf, w.wte, backend.Buffer{}, N, C, cfg.Vp)
+		if err := be.Sync(); err != nil {
+			return 0, fmt.Errorf("model: forward: %w", err)
+		}
+		m.state = passLogits
+		return 0, nil
+	}
+	Vp := cfg.Vp
+	for r0 := 0; r0 < N; r0 += logitChunkRows {
+		n := min(logitChunkRows, N-r0)
+		chunk := a.chunk.Slice(0, n*Vp)
+		be.MatmulForward(chunk, a.lnf.Slice(r0*C, n*C), w.wte, backend.Buffer{}, n, C, Vp)
+		be.CrossEntropyForward(a.losses.Slice(r0, n), a.logits.Slice(r0*Vp, n*Vp), chunk, a.targets.Slice(r0, n), n, cfg.V, Vp)
+	}
+	if err := be.Sync(); err != nil {
+		return 0, fmt.Errorf("model: forward: %w", err)
+	}
+	losses, err := backend.ReadF32(be, a.losses)
+	if err != nil {
+		return 0, fmt.Errorf("model: download losses: %w", err)
+	}
+	var sum float64
+	for _, x := range losses {
+		sum += float64(x)
+	}
+	m.state = passLoss
+	return float32(sum / float64(N)), nil
+}
+
+// Backward adds to Grads the gradient of dlossScale·Σ(per-token losses) of
+// the last Forward, which must have had targets. For a mean over a global
+// batch pass 1/(B·T·accumulation steps·world size); calling Forward and
+// Backward once per micro-batch accumulates.
+func (m *Model) Backward(dlossScale float32) error {
+	if m.state != passLoss {
+		return fmt.Errorf("model: backward needs a Forward with targets first (and runs once per Forward)")
+	}
+	be, cfg, a, w, g := m.be, m.cfg, m.acts, &m.w, &m.g
+	B, T := a.B, a.T
+	N, C, NH := B*T, cfg.C, cfg.NH
+	m.state = passNone
+
+	// dlogits overwrite the probabilities in place.
+	be.CrossEntropyBackward(a.logits, a.logits, a.targets, dlossScale, N, cfg.V, cfg.Vp)
+	be.MatmulBackward(a.dbtc, g.wte, backend.Buffer{}, a.logits, a.lnf, w.wte, N, C, cfg.Vp)
+	be.LayerNormBackward(a.dres, g.lnfw, g.lnfb, a.dbtc, a.blocks[cfg.L-1].residual3, w.lnfw, a.lnfMean, a.lnfRstd, N, C)
+
+	// a.dres is the gradient w.r.t. the stream entering the block above.
+	for l := cfg.L - 1; l >= 0; l-- {
+		if err := m.hook(l, true); err != nil {
+			return err
+		}
+		bw, bg, ba := &w.blocks[l], &g.blocks[l], &a.blocks[l]
+		residual := a.encoded
+		if l > 0 {
+			residual = a.blocks[l-1].residual3
+		}
+		// MLP half: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))).
+		be.MatmulBackward(a.d4a, bg.fcprojw, bg.fcprojb, a.dres, ba.fchGelu, bw.fcprojw, N, 4*C, C)
+		be.GeluBackward(a.d4b, ba.fch, a.d4a, N*4*C)
+		be.MatmulBackward(a.dbtc, bg.fcw, bg.fcb, a.d4b, ba.ln2, bw.fcw, N, C, 4*C)
+		be.LayerNormBackward(a.scratch, bg.ln2w, bg.ln2b, a.dbtc, ba.residual2, bw.ln2w, ba.ln2Mean, ba.ln2Rstd, N, C)
+		be.Add(a.dres, a.dres, a.scratch, N*C)
+		// Attention half: residual2 = residual + attproj(attn(qkv(ln1(residual)))).
+		dqkv := a.d4a.Slice(0, N*3*C)
+		be.MatmulBackward(a.dbtc, bg.attprojw, bg.attprojb, a.dres, ba.atty, bw.attprojw, N, C, C)
+		be.AttentionBackward(dqkv, a.datt, a.dbtc, ba.qkv, ba.att, B, T, C, NH)
+		be.MatmulBackward(a.dbtc, bg.qkvw, bg.qkvb, dqkv, ba.ln1, bw.qkvw, N, C, 3*C)
+		be.LayerNormBackward(a.scratch, bg.ln1w, bg.ln1b, a.dbtc, residual, bw.ln1w, ba.ln1Mean, ba.ln1Rstd, N, C)
+		be.Add(a.dres, a.dres, a.scratch, N*C)
+	}
+	be.EncoderBackward(g.wte, g.wpe, a.dres, a.inputs, B, T, C)
+	if err := be.Sync(); err != nil {
+		return fmt.Errorf("model: backward: %w", err)
+	}
+	m.state = passBackward
+	return nil
+}
+
+func (m *Model) hook(l int, backward bool) error {
+	if m.opts.BeforeLayer == nil {
+		return nil
+	}
+	if err := m.opts.BeforeLayer(l, backward); err != nil {
+		dir := "forward"
+		if backward {
+			dir = "backward"
+		}
+		return fmt.Errorf("model: before block %d %s: %w", l, dir, err)
+	}
+	return nil
+}
+
+// checkBatch rejects what would otherwise index out of bounds on a device.
+func (m *Model) checkBatch(inputs, targets []int32, B, T int) error {
+	if B < 1 || T < 1 || T > m.cfg.MaxT {
+		return fmt.Errorf("model: batch %d×%d: want B ≥ 1 and 1 ≤ T ≤ %d (the model's n_positions)", B, T, m.cfg.MaxT)
+	}
+	if len(inputs) != B*T || (targets != nil && len(targets) != B*T) {
+		return fmt.Errorf("model: batch %d×%d needs %d inputs and targets, got %d and %d", B, T, B*T, len(inputs), len(targets))
+	}
+	for _, s := range [2][]int32{inputs, targets} {
+		for i, id := range s {
+			if id < 0 || int(id) >= m.cfg.V {
+				return fmt.Errorf("model: token id %d at position %d is outside the vocabulary [0, %d)", id, i, m.cfg.V)
+			}
+		}
+	}
+	return nil
+}

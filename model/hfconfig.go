@@ -1,0 +1,147 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// hfConfig is the part of a Hugging Face GPT2Config that decides the model's
+// shape or numerics. Pointers tell "absent" from zero; other keys are ignored.
+type hfConfig struct {
+	ModelType        *string  `json:"model_type"`
+	NEmbd            *int     `json:"n_embd"`
+	NLayer           *int     `json:"n_layer"`
+	NHead            *int     `json:"n_head"`
+	NPositions       *int     `json:"n_positions"`
+	NCtx             *int     `json:"n_ctx"`
+	VocabSize        *int     `json:"vocab_size"`
+	NInner           *int     `json:"n_inner"`
+	LayerNormEps     *float64 `json:"layer_norm_epsilon"`
+	Activation       *string  `json:"activation_function"`
+	Tie              *bool    `json:"tie_word_embeddings"`
+	ScaleAttnWeights *bool    `json:"scale_attn_weights"`
+	ScaleByLayerIdx  *bool    `json:"scale_attn_by_inverse_layer_idx"`
+	ReorderUpcast    *bool    `json:"reorder_and_upcast_attn"`
+}
+
+// LoadHFConfig reads a Hugging Face GPT2Config JSON file (config.json).
+// Vp is V padded to a multiple of VocabPad. Keys that would change the math
+// away from GPT-2 as gotrain computes it are refused with the key named.
+func LoadHFConfig(path string) (Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read model config: %w", err)
+	}
+	var h hfConfig
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return Config{}, fmt.Errorf("model config %s: %w", path, err)
+	}
+	bad := func(format string, a ...any) (Config, error) {
+		return Config{}, fmt.Errorf("model config %s: %s", path, fmt.Sprintf(format, a...))
+	}
+	if h.ModelType != nil && *h.ModelType != "gpt2" {
+		return bad(`"model_type" is %q; gotrain runs GPT-2 models only (want "gpt2")`, *h.ModelType)
+	}
+	need := func(key string, v *int) (int, error) {
+		if v == nil {
+			return 0, fmt.Errorf("model config %s: missing key %q (GPT2Config always has it)", path, key)
+		}
+		if *v < 1 {
+			return 0, fmt.Errorf("model config %s: %q = %d, want a positive integer", path, key, *v)
+		}
+		return *v, nil
+	}
+	var cfg Config
+	var errs [4]error
+	cfg.C, errs[0] = need("n_embd", h.NEmbd)
+	cfg.L, errs[1] = need("n_layer", h.NLayer)
+	cfg.NH, errs[2] = need("n_head", h.NHead)
+	cfg.V, errs[3] = need("vocab_size", h.VocabSize)
+	for _, e := range errs {
+		if e != nil {
+			return Config{}, e
+		}
+	}
+	switch {
+	case h.NPositions != nil && h.NCtx != nil && *h.NPositions != *h.NCtx:
+		return bad(`"n_positions" = %d and "n_ctx" = %d disagree; set both to the context length`, *h.NPositions, *h.NCtx)
+	case h.NPositions != nil:
+		cfg.MaxT, err = need("n_positions", h.NPositions)
+	case h.NCtx != nil:
+		cfg.MaxT, err = need("n_ctx", h.NCtx)
+	default:
+		return bad(`missing key "n_positions" (the context length, e.g. 1024)`)
+	}
+	if err != nil {
+		return Config{}, err
+	}
+	if cfg.C%cfg.NH != 0 {
+		return bad(`"n_embd" = %d is not a multiple of "n_head" = %d; pick n_head so that n_embd %% n_head == 0`, cfg.C, cfg.NH)
+	}
+	if h.NInner != nil && *h.NInner != 4*cfg.C {
+		return bad(`"n_inner" = %d; gotrain's MLP is 4·n_embd = %d wide (set "n_inner" to null or %d)`, *h.NInner, 4*cfg.C, 4*cfg.C)
+	}
+	if h.LayerNormEps != nil && *h.LayerNormEps != 1e-5 {
+		return bad(`"layer_norm_epsilon" = %g; gotrain's LayerNorm uses 1e-5 (set it to 1e-05)`, *h.LayerNormEps)
+	}
+	if h.Activation != nil && *h.Activation != "gelu_new" && *h.Activation != "gelu_pytorch_tanh" {
+		return bad(`"activation_function" = %q; gotrain computes the tanh GELU (want "gelu_new" or "gelu_pytorch_tanh")`, *h.Activation)
+	}
+	if h.Tie != nil && !*h.Tie {
+		return bad(`"tie_word_embeddings" is false; gotrain's GPT-2 ties lm_head to wte (set it to true)`)
+	}
+	if h.ScaleAttnWeights != nil && !*h.ScaleAttnWeights {
+		return bad(`"scale_attn_weights" is false; gotrain scales attention by 1/sqrt(head size) (set it to true)`)
+	}
+	if h.ScaleByLayerIdx != nil && *h.ScaleByLayerIdx {
+		return bad(`"scale_attn_by_inverse_layer_idx" is true; gotrain does not scale attention by layer (set it to false)`)
+	}
+	if h.ReorderUpcast != nil && *h.ReorderUpcast {
+		return bad(`"reorder_and_upcast_attn" is true; not supported (set it to false)`)
+	}
+	cfg.Vp = PadVocab(cfg.V)
+	return cfg, nil
+}
+
+// WriteHFConfig writes cfg as a Hugging Face GPT2Config JSON file that
+// transformers' GPT2LMHeadModel loads next to a SaveHF safetensors file.
+func WriteHFConfig(path string, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	doc := map[string]any{
+		"architectures":       []string{"GPT2LMHeadModel"},
+		"model_type":          "gpt2",
+		"activation_function": "gelu_new",
+		"n_embd":              cfg.C,
+		"n_layer":             cfg.L,
+		"n_head":              cfg.NH,
+		"n_positions":         cfg.MaxT,
+		"n_ctx":               cfg.MaxT,
+		"n_inner":             nil,
+		"vocab_size":          cfg.V,
+		"layer_norm_epsilon":  1e-5,
+		"initializer_range":   0.02,
+		"tie_word_embeddings": true,
+		"scale_attn_weights":  true,
+		// GPT-2's last id, <|endoftext|>, starts and ends every document.
+		"bos_token_id":                    cfg.V - 1,
+		"eos_token_id":                    cfg.V - 1,
+		"attn_pdrop":                      0.0,
+		"embd_pdrop":                      0.0,
+		"resid_pdrop":                     0.0,
+		"torch_dtype":                     "float32",
+		"use_cache":                       true,
+		"reorder_and_upcast_attn":         false,
+		"scale_attn_by_inverse_layer_idx": false,
+	}
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, append(out, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write model config: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package model
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+
+	"github.com/gotrain/gotrain/backend"
+)
+
+// llm.c model files (train_gpt2.py write_model): 256 little-endian int32s of
+// header, then the 16 tensors back to back with no padding, each stacked over
+// all L layers ("ln_1.weight of block 0, of block 1, …, then ln_1.bias …"),
+// which is not gotrain's block-contiguous order.
+const (
+	LLMCMagic       = 20240326
+	LLMCVersionF32  = 3
+	LLMCVersionBF16 = 5
+	llmcHeaderInts  = 256
+)
+
+// llmcOrder lists the layout's tensors in llm.c's file order.
+func llmcOrder(lay *Layout) []Tensor {
+	cfg := lay.Config()
+	get := func(name string) Tensor {
+		t, ok := lay.Lookup(name)
+		if !ok {
+			panic("model: layout is missing " + name)
+		}
+		return t
+	}
+	order := []Tensor{get("wte.weight"), get("wpe.weight")}
+	for _, bt := range blockTensors() {
+		for l := 0; l < cfg.L; l++ {
+			order = append(order, get(fmt.Sprintf("h.%d.%s", l, bt.suffix)))
+		}
+	}
+	return append(order, get("ln_f.weight"), get("ln_f.bias"))
+}
+
+// LoadLLMC reads an llm.c model file (version 3: fp32, version 5: bf16) into
+// host weights in gotrain's flat layout.
+func LoadLLMC(path string) (Config, []float32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, nil, fmt.Errorf("load llm.c model: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Config{}, nil, fmt.Errorf("load llm.c model: %w", err)
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	var hdr [llmcHeaderInts]int32
+	if err := binary.Read(r, binary.LittleEndian, &hdr); err != nil {
+		return Config{}, nil, fmt.Errorf("load %s: truncated header (%d bytes, want at least %d): %w", path, st.Size(), 4*llmcHeaderInts, err)
+	}
+	if hdr[0] != LLMCMagic {
+		return Config{}, nil, fmt.Errorf("load %s: bad magic %d, want %d (an llm.c model file)", path, hdr[0], LLMCMagic)
+	}
+	var dt backend.DType
+	switch hdr[1] {
+	case LLMCVersionF32:
+		dt = backend.F32
+	case LLMCVersionBF16:
+		dt = backend.BF16
+	default:
+		return Config{}, nil, fmt.Errorf("load %s: llm.c model version %d, want %d (fp32) or %d (bf16)", path, hdr[1], LLMCVersionF32, LLMCVersionBF16)
+	}
+	cfg := Config{MaxT: int(hdr[2]), V: int(hdr[3]), L: int(hdr[4]), NH: int(hdr[5]), C: int(hdr[6]), Vp: int(hdr[7])}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, nil, fmt.Errorf("load %s: header: %w", path, err)
+	}
+	// A corrupt header could overflow the size arithmetic: bound it in float64
+	// by the file's size first.
+	if approx := float64(cfg.Vp+cfg.MaxT+2)*float64(cfg.C) + float64(cfg.L)*(12*float64(cfg.C)*float64(cfg.C)+13*float64(cfg.C)); approx > float64(st.Size()) {
+		return Config{}, nil, fmt.Errorf("load %s: file is %d bytes, too short for the header's maxT=%d V=%d Vp=%d L=%d C=%d", path, st.Size(), cfg.MaxT, cfg.V, cfg.Vp, cfg.L, cfg.C)
+	}
+	n := cfg.NumParams()
+	if want := int64(4*llmcHeaderInts) + int64(n)*int64(dt.Size()); st.Size() != want {
+		return Config{}, nil, fmt.Errorf("load %s: file is %d bytes, but the header (%v, %s) needs %d", path, st.Size(), cfg, dt, want)
+	}
+	lay := NewLayout(cfg)
+	params := make([]float32, n)
+	raw := make([]byte, 0, 1<<20)
+	for _, t := range llmcOrder(lay) {
+		dst := params[t.Offset : t.Offset+t.Len]
+		for len(dst) > 0 {
+			k := min(len(dst), cap(raw)/dt.Size())
+			raw = raw[:k*dt.Size()]
+			if _, err := io.ReadFull(r, raw); err != nil {
+				return Config{}, nil, fmt.Errorf("load %s: tensor %s: %w", path, t.Name, err)
+			}
+			for i := range k {
+				if dt == backend.F32 {
+					dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+				} else {
+					dst[i] = backend.F32FromBF16(binary.LittleEndian.Uint16(raw[2*i:]))
+				}
+			}
+			dst = dst[k:]
+		}
+	}
+	return cfg, params, nil
+}
+
+// SaveLLMC writes host weights as an llm.c model file: dt F32 gives
+// version 3, BF16 version 5 (rounded to nearest-even).
+func SaveLLMC(path string, cfg Config, params []float32, dt backend.DType) error {
+	var version int32
+	switch dt {
+	case backend.F32:
+		version = LLMCVersionF32
+	case backend.BF16:
+		version = LLMCVersionBF16
+	default:
+		return fmt.Errorf("save %s: llm.c model files hold fp32 or bf16, not %s", path, dt)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	lay := NewLayout(cfg)
+	if len(params) != lay.NumParams() {
+		return fmt.Errorf("save %s: %d values for %d parameters", path, len(params), lay.NumParams())
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("save llm.c model: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var hdr [llmcHeaderInts]int32
+	hdr[0], hdr[1] = LLMCMagic, version
+	hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7] = int32(cfg.MaxT), int32(cfg.V), int32(cfg.L), int32(cfg.NH), int32(cfg.C), int32(cfg.Vp)
+	binary.Write(w, binary.LittleEndian, &hdr)
+	for _, t := range llmcOrder(lay) {
+		w.Write(EncodeFloat32(params[t.Offset:t.Offset+t.Len], dt))
+	}
+	err = w.Flush()
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return nil
+}
