@@ -1,0 +1,124 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEditDistance(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"abc", "", 3},
+		{"kitten", "sitting", 3},
+		{"optimization", "optimziation", 1}, // one transposition
+		{"ca", "abc", 3},                    // OSA distance (full Damerau would give 2)
+		{"zero_optimisation", "zero_optimization", 1},
+		{"cosineminratio", "cosminratio", 3},
+	}
+	for _, tc := range cases {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+		if got := editDistance(tc.b, tc.a); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d (symmetry)", tc.b, tc.a, got, tc.want)
+		}
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	keys := []string{"zero_optimization", "train_batch_size", "gradient_clipping", "bf16", "fp16"}
+	cases := map[string]string{
+		"zero_optimisation":  "zero_optimization",
+		"ZeroOptimization":   "zero_optimization", // case and separators
+		"zero-optimization":  "zero_optimization",
+		"train_batch_sizes":  "train_batch_size",
+		"gradient_clip":      "gradient_clipping", // fragment
+		"bf61":               "bf16",              // one transposition
+		"completely_unknown": "",
+		"fp32":               "", // short keys need a close match: fp32 is 2 edits from fp16
+	}
+	for in, want := range cases {
+		if got := suggest(in, keys); got != want {
+			t.Errorf("suggest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestUnknownKeysAtEveryDepth checks that unknown keys are found in every block, with the closest key.
+func TestUnknownKeysAtEveryDepth(t *testing.T) {
+	cases := []struct {
+		name, src, path, suggestion string
+	}{
+		{"top level", `{"zero_optimisation": {"stage": 2}}`, "zero_optimisation", "zero_optimization"},
+		{"zero block", `{"zero_optimization": {"stage": 2, "overlap_com": true}}`, "zero_optimization.overlap_com", "overlap_comm"},
+		{"offload block", `{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memmory": true}}}`, "zero_optimization.offload_optimizer.pin_memmory", "pin_memory"},
+		{"optimizer params", `{"optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decy": 0.1}}}`, "optimizer.params.weight_decy", "weight_decay"},
+		{"scheduler params", `{"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 10, "cosine_min_ratio": 0.0}}}`, "scheduler.params.cosine_min_ratio", "cos_min_ratio"},
+		{"optimizer block", `{"optimizer": {"type": "AdamW", "param": {}}}`, "optimizer.param", "params"},
+		{"fp16 block", `{"fp16": {"enabled": true, "loss_scale_windw": 500}}`, "fp16.loss_scale_windw", "loss_scale_window"},
+		{"timers nested", `{"timers": {"throughput": {"enabeld": false}}}`, "timers.throughput.enabeld", "enabled"},
+		{"monitor", `{"tensorboard": {"enabled": false, "outputpath": "x"}}`, "tensorboard.outputpath", "output_path"},
+		{"wrong level", `{"stage": 2}`, "stage", "zero_optimization.stage"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := tc.src[:len(tc.src)-1] + `, "train_micro_batch_size_per_gpu": 1}`
+			_, es := parseCfg(t, src, Options{Strict: true})
+			e := errAt(es, tc.path)
+			if e == nil {
+				t.Fatalf("no error at %s: %v", tc.path, es)
+			}
+			if !strings.Contains(e.Msg, "unknown key") || !strings.Contains(e.Msg+e.Fix, tc.suggestion) {
+				t.Errorf("got %q / %q, want an unknown-key error suggesting %q", e.Msg, e.Fix, tc.suggestion)
+			}
+			if e.File != testFile || e.Line != 1 || e.Col == 0 {
+				t.Errorf("error lacks file or position: %+v", e)
+			}
+			// The key's own column: unknown-key errors point at the key, not its value.
+			if col := strings.Index(src, `"`+e.Path[strings.LastIndexByte(e.Path, '.')+1:]+`"`) + 1; e.Col != col {
+				t.Errorf("column %d, want %d", e.Col, col)
+			}
+
+			c, es2 := parseCfg(t, src, Options{Strict: false})
+			if errAt(es2, tc.path) != nil {
+				t.Errorf("lenient mode still errors: %v", es2)
+			}
+			if c == nil || warnAt(c.Warnings, tc.path) == nil {
+				t.Errorf("lenient mode: no warning at %s", tc.path)
+			}
+		})
+	}
+}
+
+func TestOptimizerAndSchedulerTypeNames(t *testing.T) {
+	cases := []struct {
+		typ, canonical string
+		torch, ok      bool
+	}{
+		{"AdamW", "adamw", false, true},
+		{"adamw", "adamw", false, true},
+		{"ADAM", "adam", false, true},
+		{"OneBitAdam", "onebitadam", false, true},
+		{"SGD", "SGD", true, true},
+		{"sgd", "", false, false}, // torch names are case-sensitive
+		{"RMSprop", "RMSprop", true, true},
+		{"Adafactorr", "", false, false},
+	}
+	for _, tc := range cases {
+		c, torch, ok := optimizerKind(tc.typ)
+		if c != tc.canonical || torch != tc.torch || ok != tc.ok {
+			t.Errorf("optimizerKind(%q) = %q, %v, %v; want %q, %v, %v", tc.typ, c, torch, ok, tc.canonical, tc.torch, tc.ok)
+		}
+	}
+	_, es := parseCfg(t, `{"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "sgd"}}`, Options{Strict: true})
+	if e := errAt(es, "optimizer.type"); e == nil || !strings.Contains(e.Msg, "SGD") || !strings.Contains(e.Fix, "case-sensitive") {
+		t.Errorf("sgd: got %v", es)
+	}
+	_, es = parseCfg(t, `{"train_micro_batch_size_per_gpu": 1, "scheduler": {"type": "warmuplr"}}`, Options{Strict: true})
+	if e := errAt(es, "scheduler.type"); e == nil || !strings.Contains(e.Msg, "does not recognize LR scheduler") || !strings.Contains(e.Fix, "WarmupLR") {
+		t.Errorf("warmuplr: got %v", es)
+	}
+}
