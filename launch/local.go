@@ -1,0 +1,98 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// NodeJob is the share of a job that runs on one machine: the ranks that
+// Place assigns to Nodes[NodeRank], each a child process of Binary.
+type NodeJob struct {
+	Nodes    []Node // the whole selection, in rank order
+	NodeRank int    // which of Nodes is this machine
+	Binary   string // usually os.Executable(): the same gotrain
+	Args     []string
+	Dir      string   // working directory of the ranks; "" for the launcher's
+	Env      []string // base environment (os.Environ()); rank variables override it
+	// MasterAddr and MasterPort are where rank 0 serves the rendezvous.
+	MasterAddr string
+	MasterPort int
+	// CUDAVisible is CUDA_VISIBLE_DEVICES for the ranks: "" sets it to the
+	// node's slots, "-" leaves the inherited value alone.
+	CUDAVisible string
+	// LogDir, when set, receives rank_<r>.log for every rank but 0; without
+	// it those ranks' lines go to Stderr prefixed with "[rank r] ".
+	LogDir string
+	// Stdout and Stderr are the launcher's; rank 0 writes to them directly
+	// (an *os.File stays a terminal, so progress bars keep working).
+	Stdout, Stderr io.Writer
+}
+
+// RunNode starts this node's ranks through r and supervises them (see
+// Supervise). Its messages go to j.Stderr.
+func RunNode(ctx context.Context, r Runner, j NodeJob, opts SuperviseOptions) error {
+	if j.NodeRank < 0 || j.NodeRank >= len(j.Nodes) {
+		return fmt.Errorf("node rank %d is outside the %d nodes of the job", j.NodeRank, len(j.Nodes))
+	}
+	if j.MasterAddr == "" || j.MasterPort < 1 || j.MasterPort > 65535 {
+		return fmt.Errorf("master address %q port %d: need a host and a TCP port 1-65535", j.MasterAddr, j.MasterPort)
+	}
+	stdout, stderr := j.Stdout, j.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	shared := NewSharedOutput(stderr)
+	if opts.Log == nil {
+		opts.Log = shared
+	}
+	if j.LogDir != "" {
+		if err := os.MkdirAll(j.LogDir, 0o755); err != nil {
+			return fmt.Errorf("create log dir: %w", err)
+		}
+	}
+
+	var procs []Proc
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	node := j.Nodes[j.NodeRank]
+	for _, p := range Place(j.Nodes) {
+		if p.NodeRank != j.NodeRank {
+			continue
+		}
+		proc := Proc{
+			Label: "rank " + strconv.Itoa(p.Rank),
+			Path:  j.Binary,
+			Args:  j.Args,
+			Env:   MergeEnv(j.Env, RankEnv(p, node.Slots, j.MasterAddr, j.MasterPort, j.CUDAVisible)),
+			Dir:   j.Dir,
+		}
+		switch {
+		case p.Rank == 0:
+			proc.Stdout, proc.Stderr = stdout, stderr
+		case j.LogDir != "":
+			path := filepath.Join(j.LogDir, fmt.Sprintf("rank_%d.log", p.Rank))
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+			if err != nil {
+				return fmt.Errorf("open log of rank %d: %w", p.Rank, err)
+			}
+			files = append(files, f)
+			proc.Stdout, proc.Stderr = f, f
+		default:
+			w := shared.Prefixed(fmt.Sprintf("[rank %d] ", p.Rank))
+			proc.Stdout, proc.Stderr = w, w
+		}
+		procs = append(procs, proc)
+	}
+	return Supervise(ctx, r, procs, opts)
+}

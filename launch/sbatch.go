@@ -1,0 +1,105 @@
+package launch
+
+import (
+	"fmt"
+	"strings"
+)
+
+// SbatchSpec describes the Slurm batch script GenerateSbatch writes.
+type SbatchSpec struct {
+	JobName      string // --job-name; "gotrain" when empty
+	Nodes        int    // --nodes
+	GPUsPerNode  int    // --gres=gpu:N; 0 for CPU-only nodes
+	TasksPerNode int    // --ntasks-per-node; GPUsPerNode when 0 (one rank per GPU)
+	CPUsPerTask  int    // --cpus-per-task; left out when 0
+	MemPerGPU    string // --mem-per-gpu, e.g. "32G"; left out when empty
+	Time         string // --time, e.g. "48:00:00"; left out when empty
+	Partition    string // --partition; left out when empty
+	MasterPort   int    // DefaultMasterPort when 0
+	Binary       string // gotrain on the nodes; "gotrain" (found on PATH) when empty
+	TrainArgs    []string
+}
+
+// GenerateSbatch returns an sbatch script in the shape of the Slurm scripts
+// DeepSpeed users have: #SBATCH headers, NCCL settings to uncomment,
+// MASTER_ADDR from the first host of the allocation, MASTER_PORT, then
+//
+//	srun --kill-on-bad-exit=1 gotrain train ARGS...
+//
+// with one task per GPU. No launcher runs inside srun: every task finds its
+// rank in srun's variables.
+func GenerateSbatch(s SbatchSpec) (string, error) {
+	if s.JobName == "" {
+		s.JobName = "gotrain"
+	}
+	if s.Binary == "" {
+		s.Binary = "gotrain"
+	}
+	if s.MasterPort == 0 {
+		s.MasterPort = DefaultMasterPort
+	}
+	if s.TasksPerNode == 0 {
+		s.TasksPerNode = s.GPUsPerNode
+	}
+	switch {
+	case s.Nodes < 1:
+		return "", fmt.Errorf("slurm script: --nodes must be at least 1 (got %d)", s.Nodes)
+	case s.GPUsPerNode < 0 || s.CPUsPerTask < 0:
+		return "", fmt.Errorf("slurm script: --gpus-per-node and --cpus-per-task cannot be negative")
+	case s.TasksPerNode < 1:
+		return "", fmt.Errorf("slurm script: no tasks per node; give --gpus-per-node N (one rank per GPU) or, for CPU nodes, --ntasks-per-node N")
+	case s.MasterPort < 1 || s.MasterPort > 65535:
+		return "", fmt.Errorf("slurm script: --master_port %d is not a TCP port (1-65535)", s.MasterPort)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"--job-name", s.JobName}, {"--mem-per-gpu", s.MemPerGPU}, {"--time", s.Time}, {"--partition", s.Partition},
+	} {
+		if strings.ContainsAny(f.v, " \t\r\n#'\"\\$`") {
+			return "", fmt.Errorf("slurm script: %s %q contains spaces, quotes or shell characters that an #SBATCH line cannot hold", f.name, f.v)
+		}
+	}
+
+	var b strings.Builder
+	b.WriteString("#!/bin/bash\n")
+	fmt.Fprintf(&b, "#SBATCH --job-name=%s\n", s.JobName)
+	fmt.Fprintf(&b, "#SBATCH --nodes=%d\n", s.Nodes)
+	fmt.Fprintf(&b, "#SBATCH --ntasks-per-node=%d\n", s.TasksPerNode)
+	if s.GPUsPerNode > 0 {
+		fmt.Fprintf(&b, "#SBATCH --gres=gpu:%d\n", s.GPUsPerNode)
+	}
+	if s.CPUsPerTask > 0 {
+		fmt.Fprintf(&b, "#SBATCH --cpus-per-task=%d\n", s.CPUsPerTask)
+	}
+	if s.MemPerGPU != "" {
+		fmt.Fprintf(&b, "#SBATCH --mem-per-gpu=%s\n", s.MemPerGPU)
+	}
+	if s.Time != "" {
+		fmt.Fprintf(&b, "#SBATCH --time=%s\n", s.Time)
+	}
+	if s.Partition != "" {
+		fmt.Fprintf(&b, "#SBATCH --partition=%s\n", s.Partition)
+	}
+	b.WriteString("#SBATCH --output=%x-%j.out\n")
+	b.WriteString("#SBATCH --error=%x-%j.out\n")
+	b.WriteString(`
+# Written by gotrain slurm generate. Submit with: sbatch <this file>
+# srun starts one gotrain process per task (one per GPU); each finds its rank,
+# local rank and world size in srun's SLURM_* variables, so no launcher runs
+# inside the job.
+
+set -eu
+
+# NCCL settings you may need on your network; uncomment to use.
+# export NCCL_DEBUG=INFO
+# export NCCL_IB_DISABLE=1
+# export NCCL_SOCKET_IFNAME=^lo,docker0
+
+# Rank 0 runs on the first node of the allocation and serves the rendezvous.
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+`)
+	fmt.Fprintf(&b, "export MASTER_PORT=${MASTER_PORT:-%d}\n", s.MasterPort)
+	b.WriteString("\n# --kill-on-bad-exit=1: when one rank fails, Slurm stops all the others.\n")
+	cmd := append([]string{"srun", "--kill-on-bad-exit=1", s.Binary, "train"}, s.TrainArgs...)
+	b.WriteString(ShellJoin(cmd) + "\n")
+	return b.String(), nil
+}

@@ -1,0 +1,64 @@
+package launch
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// SrunJob is what BuildSrunCommand needs.
+type SrunJob struct {
+	NumNodes     int // --nodes
+	TasksPerNode int // --ntasks-per-node: one rank per task
+	// Include and Exclude are --include/--exclude host specs; slot lists are
+	// refused because Slurm, not gotrain, places tasks on devices.
+	Include, Exclude string
+	Binary           string   // gotrain's path on the nodes
+	Args             []string // the gotrain subcommand and its flags
+	ExtraArgs        []string // more srun options, before the binary
+}
+
+// BuildSrunCommand returns
+//
+//	srun --nodes=K --ntasks-per-node=N --kill-on-bad-exit=1 [--nodelist=...|--exclude=...] EXTRA... BINARY ARGS...
+//
+// Each task then finds its rank in srun's SLURM_* variables (DetectRank);
+// --kill-on-bad-exit=1 makes Slurm stop the whole step when one rank fails.
+func BuildSrunCommand(j SrunJob) ([]string, error) {
+	if j.NumNodes < 1 || j.TasksPerNode < 1 {
+		return nil, fmt.Errorf("srun launcher: need at least 1 node and 1 task per node (got --num_nodes %d, --nproc %d)", j.NumNodes, j.TasksPerNode)
+	}
+	if j.Binary == "" || len(j.Args) == 0 {
+		return nil, fmt.Errorf("srun launcher: no binary or gotrain subcommand to run")
+	}
+	if j.Include != "" && j.Exclude != "" {
+		return nil, fmt.Errorf("--include and --exclude are mutually exclusive; use one of them")
+	}
+	argv := []string{"srun",
+		"--nodes=" + strconv.Itoa(j.NumNodes),
+		"--ntasks-per-node=" + strconv.Itoa(j.TasksPerNode),
+		"--kill-on-bad-exit=1"}
+	for _, f := range []struct{ spec, flag, srunFlag string }{
+		{j.Include, "--include", "--nodelist="},
+		{j.Exclude, "--exclude", "--exclude="},
+	} {
+		if f.spec == "" {
+			continue
+		}
+		specs, err := parseNodeSpecs(f.spec, f.flag)
+		if err != nil {
+			return nil, err
+		}
+		hosts := make([]string, len(specs))
+		for i, s := range specs {
+			if s.Slots != nil {
+				return nil, fmt.Errorf("%s %q: slot lists do not apply to --launcher slurm (Slurm assigns devices); list hosts only", f.flag, f.spec)
+			}
+			hosts[i] = s.Host
+		}
+		argv = append(argv, f.srunFlag+strings.Join(hosts, ","))
+	}
+	argv = append(argv, j.ExtraArgs...)
+	argv = append(argv, j.Binary)
+	return append(argv, j.Args...), nil
+}
