@@ -39,3 +39,18 @@ func ChooseCoreType(f CPUFeatures) string {
 	}
 	return "Haswell"
 }
+
+// Names lists the features present, in a fixed order, for reports.
+func (f CPUFeatures) Names() []string {
+	var out []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{f.AVX, "avx"}, {f.AVX2, "avx2"}, {f.FMA, "fma"}, {f.AVX512F, "avx512f"}, {f.AVX512CD, "avx512cd"},
+		{f.AVX512BW, "avx512bw"}, {f.AVX512DQ, "avx512dq"}, {f.AVX512VL, "avx512vl"}} {
+		if x.on {
+			out = append(out, x.name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,52 @@
+# gotrain — build, run, test. `make help` lists the targets.
+GO        ?= go
+BIN       ?= bin/gotrain
+RUN_DIR   ?= runs/tiny
+DATA_DIR  ?= $(RUN_DIR)/data
+RUN_STEPS ?= 300
+FUZZTIME  ?= 10s
+PKGS      := ./...
+
+.PHONY: all build run test fuzz bench lint fmt clean help
+
+all: build
+
+help: ## list targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+build: ## build bin/gotrain
+	$(GO) build -trimpath -o $(BIN) ./cmd/gotrain
+
+run: build ## prepare a corpus from the Go sources, train gpt2-tiny on CPU, print falling loss and a sample
+	@if [ ! -f $(DATA_DIR)/train_000000.bin ]; then \
+	  $(BIN) data prepare --input "$$($(GO) env GOROOT)/src" --ext .go --tokenizer gpt2 \
+	    --output $(DATA_DIR) --val-fraction 0.02 --max-docs 4000; fi
+	$(BIN) train --config configs/tiny_cpu.json --model gpt2-tiny \
+	  --data '$(DATA_DIR)/train_*.bin' --val-data '$(DATA_DIR)/val_*.bin' \
+	  --seq-len 128 --max-steps $(RUN_STEPS) --eval-every 50 --output-dir $(RUN_DIR)
+	$(BIN) sample --from $(RUN_DIR)/model.safetensors --prompt "func main() {" --max-new-tokens 64 --seed 1
+
+test: ## unit tests, then every fuzz target briefly
+	$(GO) test -count=1 $(PKGS)
+	$(MAKE) --no-print-directory fuzz
+
+fuzz: ## run each fuzz target for FUZZTIME
+	@set -e; for t in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for f in $$(grep -h '^func Fuzz' $$t/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+	    echo "fuzz $$t $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$t; \
+	  done; done
+
+bench: ## benchmarks: GFLOP/s per op, GEMM roofline, tokens/s and MFU
+	$(GO) test -run='^$$' -bench=. -benchtime=3x ./blas/ ./backend/cpu/ ./data/
+	$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m ./trainer/
+
+lint: ## gofmt, go vet, and the cgo-confinement check of ARCHITECTURE.md §2
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	@sh scripts/check-cgo.sh
+
+fmt: ## gofmt -w
+	gofmt -w $$(git ls-files '*.go')
+
+clean: ## remove build outputs and run directories
+	rm -rf bin runs

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/cpu"
+	"github.com/gotrain/gotrain/blas"
+	"github.com/gotrain/gotrain/config"
+	"github.com/gotrain/gotrain/configs"
+	"github.com/gotrain/gotrain/data"
+	"github.com/gotrain/gotrain/model"
+	"github.com/gotrain/gotrain/trainer"
+)
+
+func trainCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "train",
+		Usage:     "train a GPT-2 model with a DeepSpeed config (also: gotrain --config FILE ...)",
+		UsageText: "gotrain train --config ds_config.json --model gpt2-tiny --data 'data/train_*.bin' [flags]",
+		Description: "Trains for --max-steps optimizer steps. Batch sizes, gradient accumulation, optimizer,\n" +
+			"scheduler and clipping come from the DeepSpeed config; \"auto\" values come from the flags below\n" +
+			"(Hugging Face semantics). Writes <output-dir>/metrics.jsonl, one JSON line per step, and\n" +
+			"<output-dir>/model.safetensors (Hugging Face GPT-2 names) at the end.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Aliases: []string{"deepspeed_config", "deepspeed"}, Usage: "DeepSpeed JSON config `FILE` (default: the embedded " + configs.Default + ")"},
+			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + ") or a Hugging Face config.json `PATH`"},
+			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them)", Required: true},
+			&cli.StringSliceFlag{Name: "val-data", Usage: "validation token shards: `PATH`s or globs"},
+			&cli.IntFlag{Name: "seq-len", Value: 256, Usage: "sequence length `T` (at most the model's n_positions)"},
+			&cli.IntFlag{Name: "max-steps", Value: 100, Usage: "optimizer steps to run (fills scheduler total_num_steps: \"auto\")"},
+			&cli.StringFlag{Name: "output-dir", Value: "out", Usage: "`DIR` for metrics.jsonl and model.safetensors"},
+			&cli.StringFlag{Name: "init-from", Usage: "start from weights: Hugging Face GPT-2 model.safetensors or an llm.c .bin `FILE`"},
+			&cli.Uint64Flag{Name: "seed", Value: 1337, Usage: "random seed for the initial weights"},
+			&cli.IntFlag{Name: "eval-every", Value: 0, Usage: "evaluate on --val-data every `N` steps (0: only before and after training)"},
+			&cli.IntFlag{Name: "eval-batches", Value: 20, Usage: "micro-batches per evaluation"},
+			&cli.StringFlag{Name: "device", Value: "auto", Usage: "cpu, cuda or auto (cuda when a GPU and its libraries are present)"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads for the CPU backend and BLAS (0: all cores)"},
+			&cli.Float64Flag{Name: "peak-flops", Usage: "peak FLOP/s of one rank for MFU (0: measure the sgemm roofline at start-up)"},
+			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},
+			// "auto" sources, named as Hugging Face TrainingArguments name them.
+			&cli.IntFlag{Name: "micro-batch-size", Aliases: []string{"per_device_train_batch_size"}, Usage: "fills train_micro_batch_size_per_gpu: \"auto\""},
+			&cli.IntFlag{Name: "gradient-accumulation-steps", Aliases: []string{"gradient_accumulation_steps"}, Usage: "fills gradient_accumulation_steps: \"auto\""},
+			&cli.Float64Flag{Name: "lr", Aliases: []string{"learning_rate"}, Usage: "fills optimizer lr and warmup_max_lr: \"auto\""},
+			&cli.Float64Flag{Name: "weight-decay", Aliases: []string{"weight_decay"}, Usage: "fills optimizer weight_decay: \"auto\""},
+			&cli.Float64Flag{Name: "max-grad-norm", Aliases: []string{"max_grad_norm"}, Usage: "fills gradient_clipping: \"auto\""},
+			&cli.IntFlag{Name: "warmup-steps", Aliases: []string{"warmup_steps"}, Usage: "fills scheduler warmup_num_steps: \"auto\""},
+		},
+		Action: runTrain,
+	}
+}
+
+func runTrain(c *cli.Context) error {
+	out := c.App.Writer
+	ov := config.Overrides{WorldSize: 1}
+	if c.IsSet("micro-batch-size") {
+		ov.MicroBatch = config.Some(c.Int("micro-batch-size"))
+	}
+	if c.IsSet("gradient-accumulation-steps") {
+		ov.GradAccum = config.Some(c.Int("gradient-accumulation-steps"))
+	}
+	if c.IsSet("lr") {
+		ov.LR = config.Some(c.Float64("lr"))
+	}
+	if c.IsSet("weight-decay") {
+		ov.WeightDecay = config.Some(c.Float64("weight-decay"))
+	}
+	if c.IsSet("max-grad-norm") {
+		ov.MaxGradNorm = config.Some(c.Float64("max-grad-norm"))
+	}
+	if c.IsSet("warmup-steps") {
+		ov.WarmupSteps = config.Some(c.Int("warmup-steps"))
+	}
+	ov.TotalSteps = config.Some(c.Int("max-steps"))
+
+	mcfg, err := model.ByName(c.String("model"))
+	if err != nil {
+		return fmt.Errorf("--model: %w", err)
+	}
+	ov.Hidden = mcfg.C
+
+	cfg, err := loadTrainConfig(c.String("config"), config.Options{Strict: !c.Bool("allow-unknown-keys"), Overrides: ov})
+	if cfg != nil {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(c.App.ErrWriter, w)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	batch, err := cfg.Resolve(1)
+	if err != nil {
+		return err
+	}
+
+	be, info, err := newBackend(c.String("device"), c.Int("threads"))
+	if err != nil {
+		return err
+	}
+	peak := c.Float64("peak-flops")
+	if peak == 0 {
+		peak = blas.MeasurePeak(info.impl, 0.5) * 1e9
+	}
+	fmt.Fprintf(out, "gotrain %s | device %s | BLAS %s | sgemm roofline %.1f GFLOP/s\n", Version, be.Name(), info.describe(), peak/1e9)
+	fmt.Fprintf(out, "model %s: %s parameters | micro-batch %d × seq %d × grad-accum %d = %d tokens/step\n",
+		c.String("model"), commas(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
+		batch.TrainBatchSize*c.Int("seq-len"))
+
+	res, err := trainer.Run(c.Context, be, trainer.Options{
+		Config: cfg, Batch: batch, Model: mcfg,
+		InitFrom: c.String("init-from"), Seed: c.Uint64("seed"),
+		Data: c.StringSlice("data"), ValData: c.StringSlice("val-data"),
+		SeqLen: c.Int("seq-len"), MaxSteps: c.Int("max-steps"),
+		EvalEvery: c.Int("eval-every"), EvalBatches: c.Int("eval-batches"),
+		OutputDir: c.String("output-dir"), PeakFLOPS: peak, Log: out,
+	})
+	if err != nil {
+		return err
+	}
+	if res.WeightsPath != "" {
+		if err := copyTokenizerInfo(c.StringSlice("data"), c.String("output-dir")); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "done: %d steps | loss %.4f → %.4f", res.Steps, res.FirstLoss, res.FinalLoss)
+	if res.FirstValLoss == res.FirstValLoss { // not NaN
+		fmt.Fprintf(out, " | val loss %.4f → %.4f", res.FirstValLoss, res.FinalValLoss)
+	}
+	fmt.Fprintf(out, " | %.0f tok/s | MFU %.1f%% | weights %s\n", res.TokensPerSecond, 100*res.MFU, res.WeightsPath)
+	return nil
+}
+
+// loadTrainConfig reads --config, or the embedded default when it is empty.
+func loadTrainConfig(path string, opts config.Options) (*config.Config, error) {
+	if path != "" {
+		return config.Load(path, opts)
+	}
+	b, err := fs.ReadFile(configs.Files, configs.Default)
+	if err != nil {
+		return nil, err
+	}
+	return config.Parse("(embedded) "+configs.Default, b, opts)
+}
+
+// blasInfo is the GEMM the CPU backend runs, for the start-up line.
+type blasInfo struct {
+	impl blas.Impl
+	info blas.Info
+}
+
+func (b blasInfo) describe() string {
+	s := b.info.Name
+	if b.info.CoreType != "" {
+		s += " (" + b.info.CoreType + ")"
+	}
+	if b.info.Note != "" {
+		s += " [" + b.info.Note + "]"
+	}
+	return s
+}
+
+// newBackend picks the backend for --device.
+func newBackend(device string, threads int) (backend.Backend, blasInfo, error) {
+	switch device {
+	case "cpu", "auto":
+	case "cuda":
+		return nil, blasInfo{}, fmt.Errorf("--device cuda: the CUDA backend is not part of this build yet; use --device cpu")
+	default:
+		return nil, blasInfo{}, fmt.Errorf("--device %q: want cpu, cuda or auto", device)
+	}
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	impl, info := blas.Default(threads)
+	be := cpu.New(cpu.Options{Gemm: impl, Threads: threads})
+	return be, blasInfo{impl: impl, info: info}, nil
+}
+
+// commas formats n with thousands separators.
+func commas(n int64) string {
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, ch := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(ch)
+	}
+	return b.String()
+}
+
+// copyTokenizerInfo records the data's tokenizer next to the weights so
+// `gotrain sample` decodes with the tokenizer the model was trained on.
+func copyTokenizerInfo(dataPatterns []string, outDir string) error {
+	shards, err := data.ResolveShards(dataPatterns)
+	if err != nil || len(shards) == 0 {
+		return err
+	}
+	info, err := data.ReadTokenizerInfo(filepath.Dir(shards[0]))
+	if err != nil {
+		return nil // shards made elsewhere (llm.c) carry no tokenizer.json; sample falls back to --tokenizer
+	}
+	tok, err := info.Open()
+	if err != nil {
+		return err
+	}
+	return data.WriteTokenizerInfo(outDir, tok)
+}

@@ -1,0 +1,131 @@
+package metrics
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/gotrain/gotrain/backend"
+)
+
+// StepRecord is one optimizer step as written to metrics.jsonl. Loss is the
+// global-batch mean the step optimized; LR the rate the step used.
+type StepRecord struct {
+	Step            int         `json:"step"`
+	Loss            float64     `json:"loss"`
+	LR              float64     `json:"lr"`
+	GradNorm        float64     `json:"grad_norm"`
+	TokensPerSecond float64     `json:"tokens_per_second"`
+	LossScale       float64     `json:"loss_scale"`
+	MFU             float64     `json:"mfu"`
+	Tokens          int64       `json:"tokens"`
+	StepSeconds     float64     `json:"step_seconds"`
+	Memory          MemoryBytes `json:"memory"`
+}
+
+// EvalRecord is one evaluation, written on its own line.
+type EvalRecord struct {
+	Step    int     `json:"step"`
+	ValLoss float64 `json:"val_loss"`
+	Batches int     `json:"val_batches"`
+}
+
+// MemoryBytes is a rank's memory by pool and category, in bytes, with the
+// peak of each pool: {"device": {"params": 123, ...}, "peak": {"device": 456}}.
+type MemoryBytes map[string]map[string]int64
+
+// MemoryOf converts backend accounting into the JSON shape, leaving out zero
+// entries so lines stay short.
+func MemoryOf(s backend.MemoryStats) MemoryBytes {
+	out := MemoryBytes{}
+	peak := map[string]int64{}
+	for _, p := range backend.Pools() {
+		cats := map[string]int64{}
+		for _, c := range backend.Categories() {
+			if v := s.Current[p][c]; v != 0 {
+				cats[c.String()] = v
+			}
+		}
+		if len(cats) > 0 {
+			out[p.String()] = cats
+		}
+		if s.Peak[p] != 0 {
+			peak[p.String()] = s.Peak[p]
+		}
+	}
+	out["peak"] = peak
+	return out
+}
+
+// JSONL appends records to a metrics.jsonl file. A resumed run appends to the
+// same file.
+type JSONL struct {
+	f *os.File
+	w *bufio.Writer
+}
+
+// OpenJSONL opens path for appending, creating it if needed.
+func OpenJSONL(path string) (*JSONL, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open metrics log: %w", err)
+	}
+	return &JSONL{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+// Write appends one record as a line and flushes it, so a killed run keeps
+// every completed step. Non-finite floats become null (JSON has no NaN).
+func (j *JSONL) Write(rec any) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		b, err = json.Marshal(finiteCopy(rec))
+		if err != nil {
+			return fmt.Errorf("metrics log: %w", err)
+		}
+	}
+	if _, err := j.w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("metrics log %s: %w", j.f.Name(), err)
+	}
+	return j.w.Flush()
+}
+
+// Close flushes and closes the file.
+func (j *JSONL) Close() error {
+	if err := j.w.Flush(); err != nil {
+		j.f.Close()
+		return err
+	}
+	return j.f.Close()
+}
+
+// finiteCopy re-encodes a step record with NaN/Inf fields as nulls.
+func finiteCopy(rec any) map[string]any {
+	out := map[string]any{}
+	switch r := rec.(type) {
+	case StepRecord:
+		out["step"] = r.Step
+		out["loss"] = finite(r.Loss)
+		out["lr"] = finite(r.LR)
+		out["grad_norm"] = finite(r.GradNorm)
+		out["tokens_per_second"] = finite(r.TokensPerSecond)
+		out["loss_scale"] = finite(r.LossScale)
+		out["mfu"] = finite(r.MFU)
+		out["tokens"] = r.Tokens
+		out["step_seconds"] = finite(r.StepSeconds)
+		out["memory"] = r.Memory
+	case EvalRecord:
+		out["step"] = r.Step
+		out["val_loss"] = finite(r.ValLoss)
+		out["val_batches"] = r.Batches
+	}
+	return out
+}
+
+func finite(x float64) any {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return x
+}

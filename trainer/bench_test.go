@@ -1,0 +1,82 @@
+package trainer_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/gotrain/gotrain/backend/cpu"
+	"github.com/gotrain/gotrain/blas"
+	"github.com/gotrain/gotrain/config"
+	"github.com/gotrain/gotrain/data"
+	"github.com/gotrain/gotrain/model"
+	"github.com/gotrain/gotrain/trainer"
+)
+
+// End-to-end training throughput on the CPU backend with the BLAS training
+// uses, reported as tokens/s and as MFU against the sgemm roofline measured in
+// the same run (blas.MeasurePeak). FLOPs per token: llm.c's 6·N + 6·L·C·T.
+func BenchmarkTrainGPT2TinyB8T256(b *testing.B) { benchTrain(b, "gpt2-tiny", 8, 256, 3) }
+func BenchmarkTrainGPT2B4T64(b *testing.B)      { benchTrain(b, "gpt2", 4, 64, 2) }
+
+func benchTrain(b *testing.B, preset string, B, T, steps int) {
+	mcfg, err := model.ByName(preset)
+	if err != nil {
+		b.Fatal(err)
+	}
+	threads := runtime.GOMAXPROCS(0)
+	impl, info := blas.Default(threads)
+	peak := blas.MeasurePeak(impl, 1) * 1e9
+
+	dir := b.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	tokens := make([]int32, (steps+2)*B*T+1)
+	for i := range tokens {
+		tokens[i] = int32(rng.IntN(mcfg.V))
+	}
+	shard := filepath.Join(dir, "train_000000.bin")
+	if err := data.WriteShard(shard, data.ShardGPT2, tokens); err != nil {
+		b.Fatal(err)
+	}
+	cfgJSON := `{"train_micro_batch_size_per_gpu": ` + itoa(B) + `, "gradient_accumulation_steps": 1,
+		"gradient_clipping": 1.0, "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.1}}}`
+	cfg, err := config.Parse("bench.json", []byte(cfgJSON), config.Options{Strict: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch, err := cfg.Resolve(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tps, mfu float64
+	for i := 0; i < b.N; i++ {
+		be := cpu.New(cpu.Options{Gemm: impl, Threads: threads})
+		res, err := trainer.Run(context.Background(), be, trainer.Options{
+			Config: cfg, Batch: batch, Model: mcfg, Seed: 1, Data: []string{shard},
+			SeqLen: T, MaxSteps: steps + 1, PeakFLOPS: peak,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tps, mfu = res.TokensPerSecond, res.MFU
+	}
+	b.ReportMetric(tps, "tokens/s")
+	b.ReportMetric(100*mfu, "MFU%")
+	b.ReportMetric(peak/1e9, "roofline-GFLOP/s")
+	b.ReportMetric(tps*mcfg.FlopsPerToken(T)/1e9, "GFLOP/s")
+	b.Logf("%s B%d T%d: %.0f tokens/s, %.1f GFLOP/s, MFU %.1f%% of the %.1f GFLOP/s sgemm roofline (%s %s)",
+		preset, B, T, tps, tps*mcfg.FlopsPerToken(T)/1e9, 100*mfu, peak/1e9, info.Name, info.CoreType)
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var d []byte
+	for ; n > 0; n /= 10 {
+		d = append([]byte{byte('0' + n%10)}, d...)
+	}
+	return string(d)
+}

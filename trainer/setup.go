@@ -1,0 +1,86 @@
+package trainer
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gotrain/gotrain/config"
+	"github.com/gotrain/gotrain/optim"
+)
+
+// checkSupported refuses settings this trainer does not run yet, naming the
+// key and what to write instead. The config package has already warned about
+// known-but-unsupported keys; these are the ones that would change the math.
+func checkSupported(c *config.Config) error {
+	var bad []string
+	if c.FP16.Enabled {
+		bad = append(bad, `fp16.enabled: fp16 training is not supported yet; set "fp16": {"enabled": false} (fp32 runs)`)
+	}
+	if c.BF16.Enabled {
+		bad = append(bad, `bf16.enabled: bf16 training is not supported yet; set "bf16": {"enabled": false} (fp32 runs)`)
+	}
+	if !c.Optimizer.Supported {
+		bad = append(bad, fmt.Sprintf("optimizer.type %q: gotrain trains with Adam/AdamW; set \"type\": \"AdamW\"", c.Optimizer.Written))
+	}
+	if c.Scheduler != nil && !c.Scheduler.Supported {
+		bad = append(bad, fmt.Sprintf("scheduler.type %q: gotrain implements WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle and LRRangeTest", c.Scheduler.Type))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%s: cannot train with this config:\n  %s", c.File, strings.Join(bad, "\n  "))
+	}
+	return nil
+}
+
+// adamWConfig maps the optimizer block onto optim's AdamW settings.
+func adamWConfig(o config.Optimizer) (optim.AdamWConfig, error) {
+	c := optim.AdamWConfig{LR: o.LR, Beta1: o.Betas[0], Beta2: o.Betas[1], Eps: o.Eps,
+		WeightDecay: o.WeightDecay, AdamWMode: o.AdamWMode}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// scheduler builds the scheduler block's schedule; no block is a constant rate.
+func scheduler(s *config.Scheduler) (optim.Scheduler, error) {
+	if s == nil {
+		return optim.NewConstant(), nil
+	}
+	p := s.Params
+	var (
+		sch optim.Scheduler
+		err error
+	)
+	warm := optim.WarmupLRParams{WarmupMinLR: p.WarmupMinLR, WarmupMaxLR: p.WarmupMaxLR,
+		WarmupNumSteps: p.WarmupNumSteps, WarmupType: p.WarmupType}
+	switch s.Type {
+	case "WarmupLR":
+		sch, err = optim.NewWarmupLR(warm)
+	case "WarmupDecayLR":
+		sch, err = optim.NewWarmupDecayLR(optim.WarmupDecayLRParams{WarmupLRParams: warm, TotalNumSteps: p.TotalNumSteps})
+	case "WarmupCosineLR":
+		sch, err = optim.NewWarmupCosineLR(optim.WarmupCosineLRParams{TotalNumSteps: p.TotalNumSteps,
+			WarmupMinRatio: p.WarmupMinRatio, WarmupNumSteps: p.WarmupNumSteps, CosMinRatio: p.CosMinRatio,
+			WarmupType: p.WarmupType})
+	case "OneCycle":
+		second, _ := p.CycleSecondStepSize.Get()
+		sch, err = optim.NewOneCycle(optim.OneCycleParams{CycleMinLR: p.CycleMinLR, CycleMaxLR: p.CycleMaxLR,
+			DecayLRRate: p.DecayLRRate, CycleFirstStepSize: p.CycleFirstStepSize, CycleSecondStepSize: second,
+			DecayStepSize: p.DecayStepSize, CycleMomentum: p.CycleMomentum, CycleMinMom: p.CycleMinMom,
+			CycleMaxMom: p.CycleMaxMom, DecayMomRate: p.DecayMomRate})
+	case "LRRangeTest":
+		sch, err = optim.NewLRRangeTest(optim.LRRangeTestParams{MinLR: p.LRRangeTestMinLR,
+			StepSize: p.LRRangeTestStepSize, StepRate: p.LRRangeTestStepRate, Staircase: p.LRRangeTestStaircase})
+	default:
+		return nil, fmt.Errorf("scheduler.type %q: not implemented by gotrain", s.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler %s: %w", s.Type, err)
+	}
+	if p.LastBatchIteration != -1 {
+		if err := sch.Restore(optim.SchedulerState{LastBatchIteration: p.LastBatchIteration}); err != nil {
+			return nil, fmt.Errorf("scheduler.params.last_batch_iteration: %w", err)
+		}
+	}
+	return sch, nil
+}
