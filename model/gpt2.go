@@ -25,7 +25,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		}
 	}
 	m.state = passNone
-	be, cfg, a, w := m.be, m.cfg, m.acts, &m.w
+	be, cfg, a := m.be, m.cfg, m.acts
 	N, C, NH := B*T, cfg.C, cfg.NH
 	if err := backend.WriteI32(be, a.inputs, inputs); err != nil {
 		return 0, fmt.Errorf("model: upload inputs: %w", err)
@@ -36,13 +36,20 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		}
 	}
 
-	be.EncoderForward(a.encoded, a.inputs, w.wte, w.wpe, B, T, C)
+	st := m.store
+	embBuf, err := st.AcquireParams(0, false)
+	if err != nil {
+		return 0, m.storeErr("acquire", 0, false, err)
+	}
+	wte, wpe := m.embedViews(embBuf)
+	be.EncoderForward(a.encoded, a.inputs, wte, wpe, B, T, C)
 	residual := a.encoded
 	for l := range cfg.L {
-		if err := m.hook(l, false); err != nil {
-			return 0, err
+		pb, err := st.AcquireParams(l+1, false)
+		if err != nil {
+			return 0, m.storeErr("acquire", l+1, false, err)
 		}
-		bw, ba := &w.blocks[l], &a.blocks[l]
+		bw, ba := m.blockViews(l, pb), &a.blocks[l]
 		be.LayerNormForward(ba.ln1, ba.ln1Mean, ba.ln1Rstd, residual, bw.ln1w, bw.ln1b, N, C)
 		be.MatmulForward(ba.qkv, ba.ln1, bw.qkvw, bw.qkvb, N, C, 3*C)
 		be.AttentionForward(ba.atty, ba.att, ba.qkv, B, T, C, NH)
@@ -54,10 +61,25 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		be.MatmulForward(a.scratch, ba.fchGelu, bw.fcprojw, bw.fcprojb, N, 4*C, C)
 		be.Add(ba.residual3, ba.residual2, a.scratch, N*C)
 		residual = ba.residual3
+		if err := st.ReleaseParams(l+1, false); err != nil {
+			return 0, m.storeErr("release", l+1, false, err)
+		}
 	}
-	be.LayerNormForward(a.lnf, a.lnfMean, a.lnfRstd, residual, w.lnfw, w.lnfb, N, C)
+	fin := cfg.L + 1
+	fb, err := st.AcquireParams(fin, false)
+	if err != nil {
+		return 0, m.storeErr("acquire", fin, false, err)
+	}
+	lnfw, lnfb := m.finalViews(fb)
+	be.LayerNormForward(a.lnf, a.lnfMean, a.lnfRstd, residual, lnfw, lnfb, N, C)
+	if err := st.ReleaseParams(fin, false); err != nil {
+		return 0, m.storeErr("release", fin, false, err)
+	}
 	if targets == nil {
-		be.MatmulForward(a.logits, a.lnf, w.wte, backend.Buffer{}, N, C, cfg.Vp)
+		be.MatmulForward(a.logits, a.lnf, wte, backend.Buffer{}, N, C, cfg.Vp)
+		if err := st.ReleaseParams(0, false); err != nil {
+			return 0, m.storeErr("release", 0, false, err)
+		}
 		if err := be.Sync(); err != nil {
 			return 0, fmt.Errorf("model: forward: %w", err)
 		}
@@ -68,8 +90,11 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 	for r0 := 0; r0 < N; r0 += logitChunkRows {
 		n := min(logitChunkRows, N-r0)
 		chunk := a.chunk.Slice(0, n*Vp)
-		be.MatmulForward(chunk, a.lnf.Slice(r0*C, n*C), w.wte, backend.Buffer{}, n, C, Vp)
+		be.MatmulForward(chunk, a.lnf.Slice(r0*C, n*C), wte, backend.Buffer{}, n, C, Vp)
 		be.CrossEntropyForward(a.losses.Slice(r0, n), a.logits.Slice(r0*Vp, n*Vp), chunk, a.targets.Slice(r0, n), n, cfg.V, Vp)
+	}
+	if err := st.ReleaseParams(0, false); err != nil {
+		return 0, m.storeErr("release", 0, false, err)
 	}
 	if err := be.Sync(); err != nil {
 		return 0, fmt.Errorf("model: forward: %w", err)
@@ -94,22 +119,55 @@ func (m *Model) Backward(dlossScale float32) error {
 	if m.state != passLoss {
 		return fmt.Errorf("model: backward needs a Forward with targets first (and runs once per Forward)")
 	}
-	be, cfg, a, w, g := m.be, m.cfg, m.acts, &m.w, &m.g
+	be, cfg, a, st := m.be, m.cfg, m.acts, m.store
 	B, T := a.B, a.T
 	N, C, NH := B*T, cfg.C, cfg.NH
 	m.state = passNone
+	fin := cfg.L + 1
+
+	embP, err := st.AcquireParams(0, true)
+	if err != nil {
+		return m.storeErr("acquire", 0, true, err)
+	}
+	finP, err := st.AcquireParams(fin, true)
+	if err != nil {
+		return m.storeErr("acquire", fin, true, err)
+	}
+	embG, err := st.AcquireGrads(0)
+	if err != nil {
+		return m.storeErr("acquire gradients of", 0, true, err)
+	}
+	finG, err := st.AcquireGrads(fin)
+	if err != nil {
+		return m.storeErr("acquire gradients of", fin, true, err)
+	}
+	wte, _ := m.embedViews(embP)
+	dwte, dwpe := m.embedViews(embG)
+	lnfw, _ := m.finalViews(finP)
+	dlnfw, dlnfb := m.finalViews(finG)
 
 	// dlogits overwrite the probabilities in place.
 	be.CrossEntropyBackward(a.logits, a.logits, a.targets, dlossScale, N, cfg.V, cfg.Vp)
-	be.MatmulBackward(a.dbtc, g.wte, backend.Buffer{}, a.logits, a.lnf, w.wte, N, C, cfg.Vp)
-	be.LayerNormBackward(a.dres, g.lnfw, g.lnfb, a.dbtc, a.blocks[cfg.L-1].residual3, w.lnfw, a.lnfMean, a.lnfRstd, N, C)
+	be.MatmulBackward(a.dbtc, dwte, backend.Buffer{}, a.logits, a.lnf, wte, N, C, cfg.Vp)
+	be.LayerNormBackward(a.dres, dlnfw, dlnfb, a.dbtc, a.blocks[cfg.L-1].residual3, lnfw, a.lnfMean, a.lnfRstd, N, C)
+	if err := st.ReleaseParams(fin, true); err != nil {
+		return m.storeErr("release", fin, true, err)
+	}
+	if err := st.GradsReady(fin); err != nil {
+		return m.storeErr("reduce gradients of", fin, true, err)
+	}
 
 	// a.dres is the gradient w.r.t. the stream entering the block above.
 	for l := cfg.L - 1; l >= 0; l-- {
-		if err := m.hook(l, true); err != nil {
-			return err
+		pb, err := st.AcquireParams(l+1, true)
+		if err != nil {
+			return m.storeErr("acquire", l+1, true, err)
 		}
-		bw, bg, ba := &w.blocks[l], &g.blocks[l], &a.blocks[l]
+		gb, err := st.AcquireGrads(l + 1)
+		if err != nil {
+			return m.storeErr("acquire gradients of", l+1, true, err)
+		}
+		bw, bg, ba := m.blockViews(l, pb), m.blockViews(l, gb), &a.blocks[l]
 		residual := a.encoded
 		if l > 0 {
 			residual = a.blocks[l-1].residual3
@@ -127,26 +185,24 @@ func (m *Model) Backward(dlossScale float32) error {
 		be.MatmulBackward(a.dbtc, bg.qkvw, bg.qkvb, dqkv, ba.ln1, bw.qkvw, N, C, 3*C)
 		be.LayerNormBackward(a.scratch, bg.ln1w, bg.ln1b, a.dbtc, residual, bw.ln1w, ba.ln1Mean, ba.ln1Rstd, N, C)
 		be.Add(a.dres, a.dres, a.scratch, N*C)
+		if err := st.ReleaseParams(l+1, true); err != nil {
+			return m.storeErr("release", l+1, true, err)
+		}
+		if err := st.GradsReady(l + 1); err != nil {
+			return m.storeErr("reduce gradients of", l+1, true, err)
+		}
 	}
-	be.EncoderBackward(g.wte, g.wpe, a.dres, a.inputs, B, T, C)
+	be.EncoderBackward(dwte, dwpe, a.dres, a.inputs, B, T, C)
+	if err := st.ReleaseParams(0, true); err != nil {
+		return m.storeErr("release", 0, true, err)
+	}
+	if err := st.GradsReady(0); err != nil {
+		return m.storeErr("reduce gradients of", 0, true, err)
+	}
 	if err := be.Sync(); err != nil {
 		return fmt.Errorf("model: backward: %w", err)
 	}
 	m.state = passBackward
-	return nil
-}
-
-func (m *Model) hook(l int, backward bool) error {
-	if m.opts.BeforeLayer == nil {
-		return nil
-	}
-	if err := m.opts.BeforeLayer(l, backward); err != nil {
-		dir := "forward"
-		if backward {
-			dir = "backward"
-		}
-		return fmt.Errorf("model: before block %d %s: %w", l, dir, err)
-	}
 	return nil
 }
 

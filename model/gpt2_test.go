@@ -279,32 +279,102 @@ func TestLogitChunksAndBatchSplit(t *testing.T) {
 	}
 }
 
-func TestBeforeLayerHook(t *testing.T) {
-	cfg := tinyConfig
-	var calls []string
-	stop := errors.New("gather failed")
-	failAt := -1
-	opts := Options{BeforeLayer: func(l int, backward bool) error {
-		calls = append(calls, fmt.Sprintf("%d/%v", l, backward))
-		if l == failAt {
-			return stop
+// recordingStore serves parameters and gradients from its own flat buffers
+// and records the order of the model's calls.
+type recordingStore struct {
+	flatStore
+	calls  []string
+	failAt string
+}
+
+func (s *recordingStore) log(call string) error {
+	s.calls = append(s.calls, call)
+	if call == s.failAt {
+		return errors.New("gather failed")
+	}
+	return nil
+}
+
+func (s *recordingStore) AcquireParams(g int, bw bool) (backend.Buffer, error) {
+	if err := s.log(fmt.Sprintf("P%d%s", g, pass2(bw))); err != nil {
+		return backend.Buffer{}, err
+	}
+	return s.flatStore.AcquireParams(g, bw)
+}
+
+func (s *recordingStore) ReleaseParams(g int, bw bool) error {
+	return s.log(fmt.Sprintf("R%d%s", g, pass2(bw)))
+}
+
+func (s *recordingStore) AcquireGrads(g int) (backend.Buffer, error) {
+	if err := s.log(fmt.Sprintf("G%d", g)); err != nil {
+		return backend.Buffer{}, err
+	}
+	return s.flatStore.AcquireGrads(g)
+}
+
+func (s *recordingStore) GradsReady(g int) error { return s.log(fmt.Sprintf("D%d", g)) }
+
+func pass2(backward bool) string {
+	if backward {
+		return "b"
+	}
+	return "f"
+}
+
+// TestParamStore: a model on an external store calls it in the documented
+// order and computes the same loss and gradients as a model that owns its
+// buffers; a store error stops the pass and names the group.
+func TestParamStore(t *testing.T) {
+	cfg := tinyConfig // L = 2: groups 0 (embeddings), 1-2 (blocks), 3 (final)
+	host := testParams(cfg, 15)
+	ref := newModel(t, cfg, host, Options{})
+	be := newCPU()
+	lay := NewLayout(cfg)
+	p, _ := be.Alloc(backend.Device, backend.Params, backend.F32, lay.NumParams())
+	g, _ := be.Alloc(backend.Device, backend.Grads, backend.F32, lay.NumParams())
+	if err := backend.WriteF32(be, p, host); err != nil {
+		t.Fatal(err)
+	}
+	st := &recordingStore{flatStore: flatStore{lay: lay, params: p, grads: g}}
+	m, err := New(be, cfg, Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	if err := m.SetParams(host); err == nil {
+		t.Error("SetParams on a store-backed model succeeded")
+	}
+	inp, tgt := []int32{1, 2, 3, 4}, []int32{2, 3, 4, 5}
+	want, _ := ref.Forward(inp, tgt, 1, 4)
+	got, err := m.Forward(inp, tgt, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("loss %v with a store, %v without", got, want)
+	}
+	if err := ref.Backward(0.5); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Backward(0.5); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(st.calls, " "),
+		"P0f P1f R1f P2f R2f P3f R3f R0f "+
+			"P0b P3b G0 G3 R3b D3 P2b G2 R2b D2 P1b G1 R1b D1 R0b D0"; got != want {
+		t.Errorf("store calls\n got %s\nwant %s", got, want)
+	}
+	wg, _ := ref.HostGrads()
+	gg, _ := backend.ReadF32(be, g)
+	for i := range wg {
+		if wg[i] != gg[i] {
+			t.Fatalf("grad %d: %v with a store, %v without", i, gg[i], wg[i])
 		}
-		return nil
-	}}
-	m := newModel(t, cfg, testParams(cfg, 15), opts)
-	inp := []int32{1, 2, 3}
-	if _, err := m.Forward(inp, inp, 1, 3); err != nil {
-		t.Fatal(err)
 	}
-	if err := m.Backward(1); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := strings.Join(calls, " "), "0/false 1/false 1/true 0/true"; got != want {
-		t.Errorf("hook calls %q, want %q", got, want)
-	}
-	failAt = 1
-	if _, err := m.Forward(inp, inp, 1, 3); !errors.Is(err, stop) || !strings.Contains(err.Error(), "block 1") {
-		t.Errorf("hook error: %v", err)
+	st.failAt = "P2f"
+	if _, err := m.Forward(inp, tgt, 1, 4); err == nil || !strings.Contains(err.Error(), "block 1") {
+		t.Errorf("store error: %v", err)
 	}
 }
 

@@ -15,17 +15,30 @@ const InitStd = 0.02
 // ~ N(0, 0.02/sqrt(2L)), LayerNorm gains 1, every bias 0, and only the V real
 // rows of wte drawn (the padded rows stay 0 so they never reach a logit).
 //
-// Draws come from one math/rand/v2 PCG stream seeded (seed, seed), taken
-// tensor by tensor in layout order (wte's real rows, wpe, then each block's
-// qkv, attn proj, fc and mlp proj weights), each row-major, one NormFloat64
-// per element. The same seed gives the same weights on every machine.
+// Each parameter group (Layout.GroupRange) draws from its own math/rand/v2
+// PCG stream seeded (seed, group), tensor by tensor in layout order, each
+// row-major, one NormFloat64 per element — so a ZeRO rank can initialize one
+// group at a time without ever holding the whole model. The same seed gives
+// the same weights on every machine.
 func InitParams(cfg Config, seed uint64) []float32 {
 	lay := NewLayout(cfg)
-	p := make([]float32, lay.NumParams())
-	rng := rand.New(rand.NewPCG(seed, seed))
+	p := make([]float32, 0, lay.NumParams())
+	for g := range lay.NumGroups() {
+		p = append(p, InitGroup(lay, seed, g)...)
+	}
+	return p
+}
+
+// InitGroup returns group g's freshly initialized weights (InitParams'
+// rule), indexed from the group's first element.
+func InitGroup(lay *Layout, seed uint64, g int) []float32 {
+	cfg := lay.Config()
+	off, n := lay.GroupRange(g)
+	p := make([]float32, n)
+	rng := rand.New(rand.NewPCG(seed, uint64(g)))
 	residStd := InitStd / math.Sqrt(2*float64(cfg.L))
-	for _, t := range lay.Tensors() {
-		dst := p[t.Offset : t.Offset+t.Len]
+	for _, t := range lay.GroupTensors(g) {
+		dst := p[t.Offset-off : t.Offset-off+t.Len]
 		switch {
 		case strings.HasSuffix(t.Name, "ln_1.weight"), strings.HasSuffix(t.Name, "ln_2.weight"), t.Name == "ln_f.weight":
 			for i := range dst {

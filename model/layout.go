@@ -113,3 +113,36 @@ func (lay *Layout) FinalRange() (off, n int) {
 	off = lay.layerStart[lay.cfg.L]
 	return off, lay.total - off
 }
+
+// Parameter groups are the units a ZeRO engine gathers, reduces and
+// partitions: group 0 holds the embeddings (wte, wpe), groups 1..L hold the
+// blocks in order, group L+1 the final LayerNorm. Each is one contiguous
+// range and together they tile the buffer.
+
+// NumGroups is L + 2.
+func (lay *Layout) NumGroups() int { return lay.cfg.L + 2 }
+
+// GroupRange is group g's range of the flat buffer.
+func (lay *Layout) GroupRange(g int) (off, n int) {
+	switch {
+	case g == 0:
+		return lay.EmbeddingRange()
+	case g >= 1 && g <= lay.cfg.L:
+		return lay.LayerRange(g - 1)
+	case g == lay.cfg.L+1:
+		return lay.FinalRange()
+	}
+	panic("model: parameter group out of range")
+}
+
+// GroupTensors lists group g's tensors, offsets relative to the flat buffer.
+func (lay *Layout) GroupTensors(g int) []Tensor {
+	off, n := lay.GroupRange(g)
+	var out []Tensor
+	for _, t := range lay.tensors {
+		if t.Offset >= off && t.Offset < off+n {
+			out = append(out, t)
+		}
+	}
+	return out
+}

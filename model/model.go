@@ -12,46 +12,16 @@ type Options struct {
 	GradDType  backend.DType // gradients (accumulated across micro-batches); zero means F32
 	ActDType   backend.DType // activations; zero means ParamDType
 
-	// BeforeLayer, when set, runs before block layer's forward (backward =
-	// false) and before its backward (backward = true); ZeRO stage 3 gathers
-	// the block's parameter range there. An error stops the pass.
-	BeforeLayer func(layer int, backward bool) error
+	// Store, when set, supplies parameters and gradient buffers group by
+	// group (a ZeRO engine); the model then allocates neither, and Params,
+	// Grads, SetParams, HostParams, HostGrads and ZeroGrad are not available.
+	Store ParamStore
 }
 
 // blockWeights are views of one block's tensors in a flat buffer.
 type blockWeights struct {
 	ln1w, ln1b, qkvw, qkvb, attprojw, attprojb backend.Buffer
 	ln2w, ln2b, fcw, fcb, fcprojw, fcprojb     backend.Buffer
-}
-
-// weights are named views of a flat buffer (parameters or gradients).
-type weights struct {
-	wte, wpe   backend.Buffer // (Vp,C), (maxT,C)
-	blocks     []blockWeights
-	lnfw, lnfb backend.Buffer // (C)
-}
-
-func viewWeights(buf backend.Buffer, lay *Layout) weights {
-	v := func(name string) backend.Buffer {
-		t, ok := lay.Lookup(name)
-		if !ok {
-			panic("model: layout is missing " + name)
-		}
-		return buf.Slice(t.Offset, t.Len)
-	}
-	w := weights{wte: v("wte.weight"), wpe: v("wpe.weight"), lnfw: v("ln_f.weight"), lnfb: v("ln_f.bias")}
-	for l := 0; l < lay.Config().L; l++ {
-		p := func(s string) backend.Buffer { return v(fmt.Sprintf("h.%d.%s", l, s)) }
-		w.blocks = append(w.blocks, blockWeights{
-			ln1w: p("ln_1.weight"), ln1b: p("ln_1.bias"),
-			qkvw: p("attn.c_attn.weight"), qkvb: p("attn.c_attn.bias"),
-			attprojw: p("attn.c_proj.weight"), attprojb: p("attn.c_proj.bias"),
-			ln2w: p("ln_2.weight"), ln2b: p("ln_2.bias"),
-			fcw: p("mlp.c_fc.weight"), fcb: p("mlp.c_fc.bias"),
-			fcprojw: p("mlp.c_proj.weight"), fcprojb: p("mlp.c_proj.bias"),
-		})
-	}
-	return w
 }
 
 // pass records what the last Forward left in the activations.
@@ -73,8 +43,8 @@ type Model struct {
 	layout *Layout
 	opts   Options
 
-	params, grads backend.Buffer // (NumParams) each, in the Params and Grads categories
-	w, g          weights
+	params, grads backend.Buffer // (NumParams) each, in the Params and Grads categories; zero with a Store
+	store         ParamStore
 
 	acts   *activations
 	arenas map[backend.DType]backend.Buffer
@@ -104,6 +74,10 @@ func New(be backend.Backend, cfg Config, opts Options) (*Model, error) {
 		}
 	}
 	m := &Model{be: be, cfg: cfg, layout: NewLayout(cfg), opts: opts, arenas: map[backend.DType]backend.Buffer{}}
+	if opts.Store != nil {
+		m.store = opts.Store
+		return m, nil
+	}
 	n := m.layout.NumParams()
 	var err error
 	if m.params, err = be.Alloc(backend.Device, backend.Params, opts.ParamDType, n); err != nil {
@@ -113,16 +87,17 @@ func New(be backend.Backend, cfg Config, opts Options) (*Model, error) {
 		be.Free(m.params)
 		return nil, fmt.Errorf("model: gradients (%d × %s): %w", n, opts.GradDType, err)
 	}
-	m.w = viewWeights(m.params, m.layout)
-	m.g = viewWeights(m.grads, m.layout)
+	m.store = &flatStore{lay: m.layout, params: m.params, grads: m.grads}
 	return m, nil
 }
 
 // Free releases everything the model allocated. The model is unusable after.
 func (m *Model) Free() {
 	m.freeActivations()
-	m.be.Free(m.params)
-	m.be.Free(m.grads)
+	if !m.params.IsNil() {
+		m.be.Free(m.params)
+		m.be.Free(m.grads)
+	}
 }
 
 // Config is the model's shape.
@@ -139,11 +114,21 @@ func (m *Model) Params() backend.Buffer { return m.params }
 // into it; ZeroGrad clears it.
 func (m *Model) Grads() backend.Buffer { return m.grads }
 
-// ZeroGrad sets every gradient to zero.
-func (m *Model) ZeroGrad() { m.be.Zero(m.grads) }
+// ZeroGrad sets every gradient to zero (with a Store, the store owns the
+// gradients and ZeroGrad does nothing).
+func (m *Model) ZeroGrad() {
+	if !m.grads.IsNil() {
+		m.be.Zero(m.grads)
+	}
+}
+
+var errExternalStore = fmt.Errorf("model: parameters live in the ParamStore given to New, not in the model")
 
 // SetParams uploads host weights in the flat layout (rounded to ParamDType).
 func (m *Model) SetParams(host []float32) error {
+	if m.params.IsNil() {
+		return errExternalStore
+	}
 	if len(host) != m.layout.NumParams() {
 		return fmt.Errorf("model: set parameters: %d values for %d parameters", len(host), m.layout.NumParams())
 	}
@@ -155,6 +140,9 @@ func (m *Model) SetParams(host []float32) error {
 
 // HostParams downloads the parameters as float32 in the flat layout.
 func (m *Model) HostParams() ([]float32, error) {
+	if m.params.IsNil() {
+		return nil, errExternalStore
+	}
 	if err := m.be.Sync(); err != nil {
 		return nil, err
 	}
@@ -163,6 +151,9 @@ func (m *Model) HostParams() ([]float32, error) {
 
 // HostGrads downloads the gradients as float32 in the flat layout.
 func (m *Model) HostGrads() ([]float32, error) {
+	if m.grads.IsNil() {
+		return nil, errExternalStore
+	}
 	if err := m.be.Sync(); err != nil {
 		return nil, err
 	}
