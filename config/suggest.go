@@ -67,7 +67,14 @@ func suggest(key string, candidates []string) string {
 	}
 	best, bestD := "", 1<<30
 	for _, c := range candidates {
-		d := editDistance(nk, normalizeKey(c))
+		nc := normalizeKey(c)
+		// The distance is at least the length difference, and anything over 4
+		// is never suggested: skipping those keeps hostile keys (fuzzed, or
+		// megabytes long) from costing quadratic time.
+		if d := len(nk) - len(nc); d > 4 || d < -4 {
+			continue
+		}
+		d := editDistance(nk, nc)
 		if d < bestD {
 			best, bestD = c, d
 		}
