@@ -34,9 +34,12 @@ type Options struct {
 
 // Backend is the CPU implementation of backend.Backend.
 //
-// Like any Backend it is driven by one goroutine at a time; each op fans out
-// to Threads goroutines itself and returns when done. Alloc, Free, Memory
-// and ResetPeak are in addition safe for concurrent use.
+// Each op fans out to Threads goroutines itself and returns when done. The
+// backend keeps no state between ops except memory accounting and a locked
+// scratch pool, so ops on disjoint buffers may run concurrently from several
+// goroutines: a ZeRO engine's communication goroutine copies gradients
+// (Upload, Download, Copy, Add) while the backward pass computes. Alloc,
+// Free, Memory and ResetPeak are safe for concurrent use.
 type Backend struct {
 	gemm    blas.Impl
 	threads int
