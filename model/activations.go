@@ -20,6 +20,14 @@ type blockActs struct {
 // smaller batch reuses the memory of a larger one.
 type activations struct {
 	B, T int
+	// ckpt: activation checkpointing. Only blocks[0] exists and every block
+	// reuses it; saved[l] keeps block l's input (saved[L] the last block's
+	// output, the final LayerNorm's input), in the checkpoint pool; backward
+	// recomputes each block from it.
+	ckpt  bool
+	saved []backend.Buffer
+	ckptX backend.Buffer // (N,C) on the device: a host-pool saved input copied back for recompute
+	probs backend.Buffer // F32 (logitChunkRows,Vp): recomputed probabilities (ckpt only)
 
 	inputs, targets  backend.Buffer // I32 (B,T)
 	encoded          backend.Buffer // (N,C) = wte[inp] + wpe
@@ -54,33 +62,59 @@ const arenaAlign = 256
 
 // actPlan records where each activation goes before the arenas exist.
 type actPlan struct {
-	need  map[backend.DType]int // elements per arena
+	need  map[arenaKey]int // elements per arena
 	slots []actSlot
 }
 
+// arenaKey names one arena: activations live in one allocation per pool and
+// dtype.
+type arenaKey struct {
+	pool backend.Pool
+	dt   backend.DType
+}
+
 type actSlot struct {
-	dt  backend.DType
+	key arenaKey
 	off int
 	n   int
 	dst *backend.Buffer
 }
 
 func (p *actPlan) add(dst *backend.Buffer, dt backend.DType, n int) {
+	p.addIn(backend.Device, dst, dt, n)
+}
+
+func (p *actPlan) addIn(pool backend.Pool, dst *backend.Buffer, dt backend.DType, n int) {
+	k := arenaKey{pool, dt}
 	align := arenaAlign / dt.Size()
-	off := (p.need[dt] + align - 1) / align * align
-	p.slots = append(p.slots, actSlot{dt: dt, off: off, n: n, dst: dst})
-	p.need[dt] = off + n
+	off := (p.need[k] + align - 1) / align * align
+	p.slots = append(p.slots, actSlot{key: k, off: off, n: n, dst: dst})
+	p.need[k] = off + n
 }
 
 // planActivations lays out a's tensors for (B,T) with activation dtype dt.
-func planActivations(a *activations, cfg Config, B, T int, dt backend.DType) *actPlan {
-	p := &actPlan{need: map[backend.DType]int{}}
+// With ckpt, only one block's tensors exist and the L+1 block boundaries are
+// kept in ckptPool.
+func planActivations(a *activations, cfg Config, B, T int, dt backend.DType, ckpt bool, ckptPool backend.Pool) *actPlan {
+	p := &actPlan{need: map[arenaKey]int{}}
 	N, C := B*T, cfg.C
-	a.B, a.T = B, T
+	a.B, a.T, a.ckpt = B, T, ckpt
 	p.add(&a.inputs, backend.I32, N)
 	p.add(&a.targets, backend.I32, N)
 	p.add(&a.encoded, dt, N*C)
-	a.blocks = make([]blockActs, cfg.L)
+	nblocks := cfg.L
+	if ckpt {
+		nblocks = 1
+		a.saved = make([]backend.Buffer, cfg.L+1)
+		for l := range a.saved {
+			p.addIn(ckptPool, &a.saved[l], dt, N*C)
+		}
+		if ckptPool != backend.Device {
+			p.add(&a.ckptX, dt, N*C)
+		}
+		p.add(&a.probs, backend.F32, min(N, logitChunkRows)*cfg.Vp)
+	}
+	a.blocks = make([]blockActs, nblocks)
 	for l := range a.blocks {
 		b := &a.blocks[l]
 		p.add(&b.ln1, dt, N*C)
@@ -100,7 +134,11 @@ func planActivations(a *activations, cfg Config, B, T int, dt backend.DType) *ac
 	p.add(&a.lnf, dt, N*C)
 	p.add(&a.lnfMean, backend.F32, N)
 	p.add(&a.lnfRstd, backend.F32, N)
-	p.add(&a.logits, backend.F32, N*cfg.Vp)
+	if !ckpt {
+		// With checkpointing the probabilities are recomputed chunk by chunk
+		// in backward instead (a.probs).
+		p.add(&a.logits, backend.F32, N*cfg.Vp)
+	}
 	p.add(&a.chunk, dt, min(N, logitChunkRows)*cfg.Vp)
 	p.add(&a.losses, backend.F32, N)
 	p.add(&a.scratch, dt, N*C)
@@ -115,15 +153,16 @@ func planActivations(a *activations, cfg Config, B, T int, dt backend.DType) *ac
 // bytes is the arenas' total size.
 func (p *actPlan) bytes() int64 {
 	var n int64
-	for dt, k := range p.need {
-		n += int64(k) * int64(dt.Size())
+	for key, k := range p.need {
+		n += int64(k) * int64(key.dt.Size())
 	}
 	return n
 }
 
 // ActivationBytes is the memory a Model holds for activations (saved
 // tensors, logits and backward scratch) at batch B, sequence length T, with
-// activations stored as dt.
-func ActivationBytes(cfg Config, B, T int, dt backend.DType) int64 {
-	return planActivations(&activations{}, cfg, B, T, dt).bytes()
+// activations stored as dt, in every pool; with ckpt (activation
+// checkpointing) only block boundaries are kept.
+func ActivationBytes(cfg Config, B, T int, dt backend.DType, ckpt bool) int64 {
+	return planActivations(&activations{}, cfg, B, T, dt, ckpt, backend.Device).bytes()
 }

@@ -26,7 +26,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 	}
 	m.state = passNone
 	be, cfg, a := m.be, m.cfg, m.acts
-	N, C, NH := B*T, cfg.C, cfg.NH
+	N, C := B*T, cfg.C
 	if err := backend.WriteI32(be, a.inputs, inputs); err != nil {
 		return 0, fmt.Errorf("model: upload inputs: %w", err)
 	}
@@ -49,21 +49,18 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		if err != nil {
 			return 0, m.storeErr("acquire", l+1, false, err)
 		}
-		bw, ba := m.blockViews(l, pb), &a.blocks[l]
-		be.LayerNormForward(ba.ln1, ba.ln1Mean, ba.ln1Rstd, residual, bw.ln1w, bw.ln1b, N, C)
-		be.MatmulForward(ba.qkv, ba.ln1, bw.qkvw, bw.qkvb, N, C, 3*C)
-		be.AttentionForward(ba.atty, ba.att, ba.qkv, B, T, C, NH)
-		be.MatmulForward(a.scratch, ba.atty, bw.attprojw, bw.attprojb, N, C, C)
-		be.Add(ba.residual2, residual, a.scratch, N*C)
-		be.LayerNormForward(ba.ln2, ba.ln2Mean, ba.ln2Rstd, ba.residual2, bw.ln2w, bw.ln2b, N, C)
-		be.MatmulForward(ba.fch, ba.ln2, bw.fcw, bw.fcb, N, C, 4*C)
-		be.GeluForward(ba.fchGelu, ba.fch, N*4*C)
-		be.MatmulForward(a.scratch, ba.fchGelu, bw.fcprojw, bw.fcprojb, N, 4*C, C)
-		be.Add(ba.residual3, ba.residual2, a.scratch, N*C)
+		if a.ckpt {
+			be.Copy(a.saved[l], residual)
+		}
+		ba := m.blockActs(l)
+		m.blockForward(ba, residual, m.blockViews(l, pb), B, T)
 		residual = ba.residual3
 		if err := st.ReleaseParams(l+1, false); err != nil {
 			return 0, m.storeErr("release", l+1, false, err)
 		}
+	}
+	if a.ckpt {
+		be.Copy(a.saved[cfg.L], residual)
 	}
 	fin := cfg.L + 1
 	fb, err := st.AcquireParams(fin, false)
@@ -76,6 +73,9 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		return 0, m.storeErr("release", fin, false, err)
 	}
 	if targets == nil {
+		if a.ckpt {
+			return 0, fmt.Errorf("model: a forward without targets keeps every logit, which activation checkpointing does not; use a model without checkpointing to sample")
+		}
 		be.MatmulForward(a.logits, a.lnf, wte, backend.Buffer{}, N, C, cfg.Vp)
 		if err := st.ReleaseParams(0, false); err != nil {
 			return 0, m.storeErr("release", 0, false, err)
@@ -91,7 +91,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		n := min(logitChunkRows, N-r0)
 		chunk := a.chunk.Slice(0, n*Vp)
 		be.MatmulForward(chunk, a.lnf.Slice(r0*C, n*C), wte, backend.Buffer{}, n, C, Vp)
-		be.CrossEntropyForward(a.losses.Slice(r0, n), a.logits.Slice(r0*Vp, n*Vp), chunk, a.targets.Slice(r0, n), n, cfg.V, Vp)
+		be.CrossEntropyForward(a.losses.Slice(r0, n), m.probsChunk(r0, n), chunk, a.targets.Slice(r0, n), n, cfg.V, Vp)
 	}
 	if err := st.ReleaseParams(0, false); err != nil {
 		return 0, m.storeErr("release", 0, false, err)
@@ -146,10 +146,28 @@ func (m *Model) Backward(dlossScale float32) error {
 	lnfw, _ := m.finalViews(finP)
 	dlnfw, dlnfb := m.finalViews(finG)
 
-	// dlogits overwrite the probabilities in place.
-	be.CrossEntropyBackward(a.logits, a.logits, a.targets, dlossScale, N, cfg.V, cfg.Vp)
-	be.MatmulBackward(a.dbtc, dwte, backend.Buffer{}, a.logits, a.lnf, wte, N, C, cfg.Vp)
-	be.LayerNormBackward(a.dres, dlnfw, dlnfb, a.dbtc, a.blocks[cfg.L-1].residual3, lnfw, a.lnfMean, a.lnfRstd, N, C)
+	// The classifier runs chunk by chunk, the same way with and without
+	// checkpointing (which recomputes each chunk's probabilities), so both
+	// sum dwte in the same order and give the same bits. dlogits overwrite
+	// the probabilities in place.
+	Vp := cfg.Vp
+	for r0 := 0; r0 < N; r0 += logitChunkRows {
+		n := min(logitChunkRows, N-r0)
+		lnf, tg, probs := a.lnf.Slice(r0*C, n*C), a.targets.Slice(r0, n), m.probsChunk(r0, n)
+		if a.ckpt {
+			chunk := a.chunk.Slice(0, n*Vp)
+			be.MatmulForward(chunk, lnf, wte, backend.Buffer{}, n, C, Vp)
+			be.CrossEntropyForward(a.losses.Slice(r0, n), probs, chunk, tg, n, cfg.V, Vp)
+		}
+		be.CrossEntropyBackward(probs, probs, tg, dlossScale, n, cfg.V, Vp)
+		be.MatmulBackward(a.dbtc.Slice(r0*C, n*C), dwte, backend.Buffer{}, probs, lnf, wte, n, C, Vp)
+	}
+	lnfIn := m.blockOutput(cfg.L - 1)
+	if !a.ckptX.IsNil() { // kept in a host pool: ops read the device
+		be.Copy(a.ckptX, lnfIn)
+		lnfIn = a.ckptX
+	}
+	be.LayerNormBackward(a.dres, dlnfw, dlnfb, a.dbtc, lnfIn, lnfw, a.lnfMean, a.lnfRstd, N, C)
 	if err := st.ReleaseParams(fin, true); err != nil {
 		return m.storeErr("release", fin, true, err)
 	}
@@ -167,10 +185,20 @@ func (m *Model) Backward(dlossScale float32) error {
 		if err != nil {
 			return m.storeErr("acquire gradients of", l+1, true, err)
 		}
-		bw, bg, ba := m.blockViews(l, pb), m.blockViews(l, gb), &a.blocks[l]
+		bw, bg, ba := m.blockViews(l, pb), m.blockViews(l, gb), m.blockActs(l)
 		residual := a.encoded
 		if l > 0 {
-			residual = a.blocks[l-1].residual3
+			residual = m.blockOutput(l - 1)
+		}
+		if a.ckpt {
+			// Recompute the block's forward from its kept input; the same
+			// ops on the same input give the same bits as the first time.
+			residual = a.saved[l]
+			if !a.ckptX.IsNil() {
+				be.Copy(a.ckptX, residual)
+				residual = a.ckptX
+			}
+			m.blockForward(ba, residual, bw, B, T)
 		}
 		// MLP half: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))).
 		be.MatmulBackward(a.d4a, bg.fcprojw, bg.fcprojb, a.dres, ba.fchGelu, bw.fcprojw, N, 4*C, C)
@@ -204,6 +232,49 @@ func (m *Model) Backward(dlossScale float32) error {
 	}
 	m.state = passBackward
 	return nil
+}
+
+// blockForward runs one transformer block from residual (N,C) into ba,
+// leaving the block's output in ba.residual3.
+func (m *Model) blockForward(ba *blockActs, residual backend.Buffer, bw blockWeights, B, T int) {
+	be, a := m.be, m.acts
+	N, C, NH := B*T, m.cfg.C, m.cfg.NH
+	be.LayerNormForward(ba.ln1, ba.ln1Mean, ba.ln1Rstd, residual, bw.ln1w, bw.ln1b, N, C)
+	be.MatmulForward(ba.qkv, ba.ln1, bw.qkvw, bw.qkvb, N, C, 3*C)
+	be.AttentionForward(ba.atty, ba.att, ba.qkv, B, T, C, NH)
+	be.MatmulForward(a.scratch, ba.atty, bw.attprojw, bw.attprojb, N, C, C)
+	be.Add(ba.residual2, residual, a.scratch, N*C)
+	be.LayerNormForward(ba.ln2, ba.ln2Mean, ba.ln2Rstd, ba.residual2, bw.ln2w, bw.ln2b, N, C)
+	be.MatmulForward(ba.fch, ba.ln2, bw.fcw, bw.fcb, N, C, 4*C)
+	be.GeluForward(ba.fchGelu, ba.fch, N*4*C)
+	be.MatmulForward(a.scratch, ba.fchGelu, bw.fcprojw, bw.fcprojb, N, 4*C, C)
+	be.Add(ba.residual3, ba.residual2, a.scratch, N*C)
+}
+
+// blockActs is where block l's activations live: its own set, or with
+// checkpointing the one set every block shares.
+func (m *Model) blockActs(l int) *blockActs {
+	if m.acts.ckpt {
+		return &m.acts.blocks[0]
+	}
+	return &m.acts.blocks[l]
+}
+
+// blockOutput is block l's output as kept for backward.
+func (m *Model) blockOutput(l int) backend.Buffer {
+	if m.acts.ckpt {
+		return m.acts.saved[l+1]
+	}
+	return m.acts.blocks[l].residual3
+}
+
+// probsChunk is where rows [r0, r0+n) of the probabilities live.
+func (m *Model) probsChunk(r0, n int) backend.Buffer {
+	Vp := m.cfg.Vp
+	if m.acts.ckpt {
+		return m.acts.probs.Slice(0, n*Vp)
+	}
+	return m.acts.logits.Slice(r0*Vp, n*Vp)
 }
 
 // checkBatch rejects what would otherwise index out of bounds on a device.

@@ -3,13 +3,17 @@ package model
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/cpu"
+	"github.com/gotrain/gotrain/blas"
 )
 
 // benchmarkStep times one forward+backward and reports tokens/s and model
 // GFLOP/s by llm.c's FlopsPerToken.
-func benchmarkStep(b *testing.B, preset string, B, T int) {
+func benchmarkStep(b *testing.B, preset string, B, T int, opts Options) {
 	cfg, _ := Preset(preset)
-	m, err := New(newCPU(), cfg, Options{})
+	m, err := New(benchCPU(), cfg, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,5 +37,17 @@ func benchmarkStep(b *testing.B, preset string, B, T int) {
 	b.ReportMetric(cfg.FlopsPerToken(T)*float64(B*T)/sec/1e9, "GFLOP/s")
 }
 
-func BenchmarkStepGPT2TinyB4T64(b *testing.B) { benchmarkStep(b, "gpt2-tiny", 4, 64) }
-func BenchmarkStepGPT2B4T64(b *testing.B)     { benchmarkStep(b, "gpt2", 4, 64) }
+// benchCPU runs on the BLAS training uses (OpenBLAS when present).
+func benchCPU() backend.Backend {
+	impl, _ := blas.Default(0)
+	return cpu.New(cpu.Options{Gemm: impl})
+}
+
+func BenchmarkStepGPT2TinyB4T64(b *testing.B) { benchmarkStep(b, "gpt2-tiny", 4, 64, Options{}) }
+func BenchmarkStepGPT2B4T64(b *testing.B)     { benchmarkStep(b, "gpt2", 4, 64, Options{}) }
+
+// Activation checkpointing's cost: the goal is at most 1.4× the step time.
+func BenchmarkStepGPT2TinyB8T256(b *testing.B) { benchmarkStep(b, "gpt2-tiny", 8, 256, Options{}) }
+func BenchmarkStepGPT2TinyB8T256Checkpointed(b *testing.B) {
+	benchmarkStep(b, "gpt2-tiny", 8, 256, Options{Checkpoint: true})
+}

@@ -421,8 +421,8 @@ func TestActivationAccounting(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := be.Memory().Current[backend.Device][backend.Activations]
-	if held != m.ActivationBytes() || held != ActivationBytes(cfg, B, T, backend.F32) {
-		t.Errorf("backend holds %d activation bytes, model says %d, estimate %d", held, m.ActivationBytes(), ActivationBytes(cfg, B, T, backend.F32))
+	if held != m.ActivationBytes() || held != ActivationBytes(cfg, B, T, backend.F32, false) {
+		t.Errorf("backend holds %d activation bytes, model says %d, estimate %d", held, m.ActivationBytes(), ActivationBytes(cfg, B, T, backend.F32, false))
 	}
 	// The (N,Vp) fp32 probabilities are one buffer, not two or three.
 	probs := int64(B * T * cfg.Vp * 4)

@@ -16,6 +16,15 @@ type Options struct {
 	// group (a ZeRO engine); the model then allocates neither, and Params,
 	// Grads, SetParams, HostParams, HostGrads and ZeroGrad are not available.
 	Store ParamStore
+
+	// Checkpoint turns on activation checkpointing: forward keeps only each
+	// block's input and backward recomputes the block from it (DeepSpeed's
+	// activation_checkpointing, Hugging Face's gradient checkpointing). The
+	// gradients are bit-identical to a run without it. CheckpointPool is
+	// where the kept inputs live: Device (default) or HostPinned/Host
+	// (cpu_checkpointing).
+	Checkpoint     bool
+	CheckpointPool backend.Pool
 }
 
 // blockWeights are views of one block's tensors in a flat buffer.
@@ -47,7 +56,7 @@ type Model struct {
 	store         ParamStore
 
 	acts   *activations
-	arenas map[backend.DType]backend.Buffer
+	arenas map[arenaKey]backend.Buffer
 	actB   int64 // bytes held by arenas
 	state  pass
 }
@@ -73,7 +82,7 @@ func New(be backend.Backend, cfg Config, opts Options) (*Model, error) {
 			return nil, fmt.Errorf("model: dtype %s is not a float type", dt)
 		}
 	}
-	m := &Model{be: be, cfg: cfg, layout: NewLayout(cfg), opts: opts, arenas: map[backend.DType]backend.Buffer{}}
+	m := &Model{be: be, cfg: cfg, layout: NewLayout(cfg), opts: opts, arenas: map[arenaKey]backend.Buffer{}}
 	if opts.Store != nil {
 		m.store = opts.Store
 		return m, nil
@@ -167,27 +176,27 @@ func (m *Model) ReserveActivations(B, T int) error {
 		return fmt.Errorf("model: batch %d×%d: want B ≥ 1 and 1 ≤ T ≤ %d", B, T, m.cfg.MaxT)
 	}
 	a := &activations{}
-	plan := planActivations(a, m.cfg, B, T, m.opts.ActDType)
+	plan := planActivations(a, m.cfg, B, T, m.opts.ActDType, m.opts.Checkpoint, m.opts.CheckpointPool)
 	fits := true
-	for dt, n := range plan.need {
-		if m.arenas[dt].Len() < n {
+	for k, n := range plan.need {
+		if m.arenas[k].Len() < n {
 			fits = false
 		}
 	}
 	if !fits {
 		m.freeActivations()
-		for dt, n := range plan.need {
-			buf, err := m.be.Alloc(backend.Device, backend.Activations, dt, n)
+		for k, n := range plan.need {
+			buf, err := m.be.Alloc(k.pool, backend.Activations, k.dt, n)
 			if err != nil {
 				m.freeActivations()
 				return fmt.Errorf("model: activations for B=%d T=%d (%d MiB): %w", B, T, plan.bytes()>>20, err)
 			}
-			m.arenas[dt] = buf
+			m.arenas[k] = buf
 		}
 		m.actB = plan.bytes()
 	}
 	for _, s := range plan.slots {
-		*s.dst = m.arenas[s.dt].Slice(s.off, s.n)
+		*s.dst = m.arenas[s.key].Slice(s.off, s.n)
 	}
 	m.acts = a
 	m.state = passNone
@@ -195,9 +204,9 @@ func (m *Model) ReserveActivations(B, T int) error {
 }
 
 func (m *Model) freeActivations() {
-	for dt, buf := range m.arenas {
+	for k, buf := range m.arenas {
 		m.be.Free(buf)
-		delete(m.arenas, dt)
+		delete(m.arenas, k)
 	}
 	m.acts, m.actB, m.state = nil, 0, passNone
 }
