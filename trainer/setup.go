@@ -75,7 +75,7 @@ func scheduler(s *config.Scheduler) (optim.Scheduler, error) {
 		return nil, fmt.Errorf("scheduler.type %q: not implemented by gotrain", s.Type)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("scheduler %s: %w", s.Type, err)
+		return nil, err // optim names the scheduler and the parameter
 	}
 	if p.LastBatchIteration != -1 {
 		if err := sch.Restore(optim.SchedulerState{LastBatchIteration: p.LastBatchIteration}); err != nil {

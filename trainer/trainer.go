@@ -38,6 +38,7 @@ type Options struct {
 	MaxSteps    int      // optimizer steps
 	EvalEvery   int      // steps between evals; 0: only at the end
 	EvalBatches int      // micro-batches per eval; 0: 20
+	Shuffle     bool     // permute shard and batch order every epoch (seeded by Seed); default llm.c's order
 
 	OutputDir  string    // metrics.jsonl and model.safetensors go here
 	PeakFLOPS  float64   // per-rank peak FLOP/s for MFU; 0: MFU not reported
@@ -171,7 +172,7 @@ func (r *run) setup() error {
 	}
 
 	B, T := o.Batch.MicroBatch, o.SeqLen
-	if r.train, err = data.NewLoader(data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: 0, WorldSize: 1}); err != nil {
+	if r.train, err = data.NewLoader(data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: 0, WorldSize: 1, Shuffle: o.Shuffle, Seed: o.Seed}); err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
 	for _, s := range r.train.SkippedShards() {
