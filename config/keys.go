@@ -276,7 +276,7 @@ func keyTable() []keySpec {
 
 		blk("activation_checkpointing", Supported, "present: transformer blocks recompute activations in backward"),
 		kb("activation_checkpointing.partition_activations", false, Ignored, "model-parallel only"),
-		kb("activation_checkpointing.cpu_checkpointing", false, NotSupported, "checkpoints kept on the device"),
+		kb("activation_checkpointing.cpu_checkpointing", false, Supported, "kept block inputs live in host memory"),
 		kb("activation_checkpointing.contiguous_memory_optimization", false, Ignored, ""),
 		ki("activation_checkpointing.number_checkpoints", nil, Ignored, "").in(positive),
 		kb("activation_checkpointing.synchronize_checkpoint_boundary", false, Ignored, ""),

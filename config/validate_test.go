@@ -145,7 +145,7 @@ func TestUnsupportedSingleWarning(t *testing.T) {
 		t.Fatalf("want exactly one unsupported-keys warning, got %v", c.Warnings)
 	}
 	want := []string{"optimizer.type=Lamb", "zero_optimization.offload_param.device=nvme", "zero_optimization.zero_quantized_weights=true",
-		"zero_optimization.mics_shard_size=8", "wandb.enabled=true", "wandb.project=x", "pipeline", "activation_checkpointing.cpu_checkpointing=true",
+		"zero_optimization.mics_shard_size=8", "wandb.enabled=true", "wandb.project=x", "pipeline",
 		"comms_logger.enabled=true", "zero_optimization.offload_param.nvme_path=/nvme"}
 	containsAll(t, "warning", found[0].Msg, want...)
 	for _, not := range []string{"tensorboard", "hybrid_engine", "amp"} {

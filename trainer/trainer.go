@@ -39,6 +39,10 @@ type Options struct {
 	EvalEvery   int      // steps between evals; 0: only at the end
 	EvalBatches int      // micro-batches per eval; 0: 20
 	Shuffle     bool     // permute shard and batch order every epoch (seeded by Seed); default llm.c's order
+	// Checkpoint recomputes each block in backward from its kept input
+	// (activation_checkpointing in the config, or --gradient-checkpointing);
+	// CheckpointHost keeps those inputs in host memory (cpu_checkpointing).
+	Checkpoint, CheckpointHost bool
 
 	OutputDir  string    // metrics.jsonl and model.safetensors go here
 	PeakFLOPS  float64   // per-rank peak FLOP/s for MFU; 0: MFU not reported
@@ -147,7 +151,11 @@ func (r *run) setup() error {
 	} else {
 		host = model.InitParams(cfg, o.Seed)
 	}
-	m, err := model.New(r.be, cfg, model.Options{})
+	mopts := model.Options{Checkpoint: o.Checkpoint}
+	if o.CheckpointHost {
+		mopts.CheckpointPool = backend.HostPinned
+	}
+	m, err := model.New(r.be, cfg, mopts)
 	if err != nil {
 		return err
 	}

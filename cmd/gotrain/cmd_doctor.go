@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -10,6 +11,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotrain/gotrain/blas"
+	"github.com/gotrain/gotrain/cuda"
+	"github.com/gotrain/gotrain/kernels"
+	"github.com/gotrain/gotrain/metrics"
 )
 
 // doctorReport is what `gotrain doctor` found; --json prints it as is.
@@ -22,7 +26,101 @@ type doctorReport struct {
 	GoVersion   string    `json:"go_version"`
 	BLAS        blas.Info `json:"blas"`
 	SgemmGFLOPS float64   `json:"sgemm_gflops"`
-	CUDA        string    `json:"cuda"`
+	// GPULibs are the native GPU libraries, each with its version or why
+	// it is absent: the CUDA driver, NVRTC, cuBLAS, NCCL (see doctorLibs).
+	GPULibs []doctorLib `json:"gpu_libraries"`
+	// GPUs are the devices as the CUDA driver reports them.
+	GPUs []cuda.DeviceInfo `json:"gpus"`
+	// NVML is what NVML reports, or NVMLError why it could not be asked.
+	NVML      *metrics.NVMLReport `json:"nvml,omitempty"`
+	NVMLError string              `json:"nvml_error,omitempty"`
+}
+
+// doctorLib is one native library as doctor found it: its version and the
+// file that loaded, or Err saying why it is absent and what to install.
+type doctorLib struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Err     string `json:"error,omitempty"`
+}
+
+// ---- GPU libraries ---------------------------------------------------------
+
+// doctorLibs lists the GPU libraries in report order, each probed by one
+// small function returning a doctorLib (doctorCUDA and doctorNVRTC here).
+// The cuBLAS and NCCL probes, doctorCUBLAS() and doctorNCCL() of
+// doctor_gpu_libs.go, belong in this list after NVRTC. No probe may fail
+// the command: a machine without a GPU is a normal answer.
+func doctorLibs(cudaLib doctorLib) []doctorLib {
+	return []doctorLib{cudaLib, doctorNVRTC()}
+}
+
+// doctorCUDA loads the CUDA driver and lists its devices.
+func doctorCUDA() (doctorLib, []cuda.DeviceInfo) {
+	lib := doctorLib{Name: "cuda driver"}
+	drv, err := cuda.Load(cuda.Options{})
+	if err != nil {
+		lib.Err = err.Error()
+		return lib, nil
+	}
+	lib.Version, lib.Path = drv.VersionString(), drv.Path()
+	devs, err := drv.Devices()
+	if err != nil {
+		lib.Err = err.Error()
+	}
+	return lib, devs
+}
+
+// doctorNVRTC loads NVRTC, which compiles gotrain's kernels at run time.
+func doctorNVRTC() doctorLib {
+	lib := doctorLib{Name: "nvrtc"}
+	n, err := kernels.LoadNVRTC(kernels.NVRTCOptions{})
+	if err != nil {
+		lib.Err = err.Error()
+		return lib
+	}
+	lib.Version, lib.Path = n.VersionString(), n.Path()
+	if archs := n.SupportedArchs(); len(archs) > 0 {
+		lib.Version += fmt.Sprintf(", targets %s..%s", archs[0], archs[len(archs)-1])
+	}
+	return lib
+}
+
+// printGPUs writes the GPU part of the text report.
+func printGPUs(w io.Writer, r doctorReport) {
+	for _, l := range r.GPULibs {
+		if l.Err != "" && l.Version == "" {
+			fmt.Fprintf(w, "%-12s not available: %s\n", l.Name, l.Err)
+			continue
+		}
+		fmt.Fprintf(w, "%-12s %s (%s)\n", l.Name, l.Version, l.Path)
+		if l.Err != "" {
+			fmt.Fprintf(w, "%-12s %s\n", "", l.Err)
+		}
+	}
+	if len(r.GPULibs) > 0 && r.GPULibs[0].Version != "" {
+		fmt.Fprintf(w, "gpus         %d through the CUDA driver\n", len(r.GPUs))
+		for _, g := range r.GPUs {
+			fmt.Fprintf(w, "  gpu %s\n", g)
+		}
+	}
+	if r.NVML == nil {
+		fmt.Fprintf(w, "nvml         not available: %s\n", r.NVMLError)
+		return
+	}
+	fmt.Fprintf(w, "nvml         driver %s, NVML %s, %d GPUs\n", r.NVML.DriverVersion, r.NVML.NVMLVersion, len(r.NVML.GPUs))
+	for _, g := range r.NVML.GPUs {
+		busy := "utilization n/a"
+		if g.Utilization >= 0 {
+			busy = fmt.Sprintf("%.0f%% busy", 100*g.Utilization)
+		}
+		fmt.Fprintf(w, "  gpu %d: %s, cc %d.%d, %.1f GiB (%.1f GiB used), %s, %s\n", g.Index, g.Name, g.CCMajor, g.CCMinor,
+			float64(g.MemoryTotalBytes)/(1<<30), float64(g.MemoryUsedBytes)/(1<<30), busy, g.PCIBusID)
+		if g.Err != "" {
+			fmt.Fprintf(w, "    %s\n", g.Err)
+		}
+	}
 }
 
 func doctorCommand() *cli.Command {
@@ -46,7 +144,14 @@ func doctorCommand() *cli.Command {
 				OS: runtime.GOOS, Arch: runtime.GOARCH, CPU: cpuModel(), Cores: runtime.NumCPU(),
 				CPUFeatures: blas.HostCPUFeatures().Names(), GoVersion: runtime.Version(), BLAS: info,
 				SgemmGFLOPS: blas.MeasurePeak(impl, c.Float64("seconds")),
-				CUDA:        "not checked: the CUDA backend is not part of this build yet",
+			}
+			var cudaLib doctorLib
+			cudaLib, r.GPUs = doctorCUDA()
+			r.GPULibs = doctorLibs(cudaLib)
+			if rep, err := metrics.QueryDefaultNVML(""); err != nil {
+				r.NVMLError = err.Error()
+			} else {
+				r.NVML = &rep
 			}
 			w := c.App.Writer
 			if c.Bool("json") {
@@ -75,7 +180,7 @@ func doctorCommand() *cli.Command {
 				fmt.Fprintf(w, "note         %s\n", info.Note)
 			}
 			fmt.Fprintf(w, "sgemm        %.1f GFLOP/s (1024×1024×1024, fp32)\n", r.SgemmGFLOPS)
-			fmt.Fprintf(w, "cuda         %s\n", r.CUDA)
+			printGPUs(w, r)
 			return nil
 		},
 	}

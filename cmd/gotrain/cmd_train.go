@@ -40,6 +40,7 @@ func trainCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Value: 1337, Usage: "random seed for the initial weights"},
 			&cli.IntFlag{Name: "eval-every", Value: 0, Usage: "evaluate on --val-data every `N` steps (0: only before and after training)"},
 			&cli.IntFlag{Name: "eval-batches", Value: 20, Usage: "micro-batches per evaluation"},
+			&cli.BoolFlag{Name: "gradient-checkpointing", Aliases: []string{"gradient_checkpointing"}, Usage: "recompute each block in backward instead of keeping its activations (also on when the config has an activation_checkpointing block)"},
 			&cli.BoolFlag{Name: "shuffle", Usage: "visit shards and batches in a seeded random order each epoch (default: llm.c's sequential order)"},
 			&cli.StringFlag{Name: "device", Value: "auto", Usage: "cpu, cuda or auto (cuda when a GPU and its libraries are present)"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads for the CPU backend and BLAS (0: all cores)"},
@@ -119,7 +120,9 @@ func runTrain(c *cli.Context) error {
 		Data: c.StringSlice("data"), ValData: c.StringSlice("val-data"),
 		SeqLen: c.Int("seq-len"), MaxSteps: c.Int("max-steps"),
 		EvalEvery: c.Int("eval-every"), EvalBatches: c.Int("eval-batches"), Shuffle: c.Bool("shuffle"),
-		OutputDir: c.String("output-dir"), PeakFLOPS: peak, Log: out,
+		Checkpoint:     c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present,
+		CheckpointHost: cfg.ActivationCheckpointing.CPUCheckpointing,
+		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out,
 	})
 	if err != nil {
 		return err
