@@ -6,8 +6,10 @@ DATA_DIR  ?= $(RUN_DIR)/data
 RUN_STEPS ?= 300
 FUZZTIME  ?= 10s
 PKGS      := ./...
+DOCKER    ?= docker
+IMAGE     ?= gotrain:latest
 
-.PHONY: all build run test fuzz bench lint fmt clean help
+.PHONY: all build run test fuzz bench lint fmt clean help docker
 
 all: build
 
@@ -47,6 +49,9 @@ lint: ## gofmt, go vet, and the cgo-confinement check of ARCHITECTURE.md §2
 
 fmt: ## gofmt -w
 	gofmt -w $$(git ls-files '*.go')
+
+docker: ## build the GPU container image (IMAGE=gotrain:latest) from the Dockerfile
+	$(DOCKER) build -t $(IMAGE) --build-arg VERSION=$$(git describe --tags --always --dirty 2>/dev/null || echo dev) .
 
 clean: ## remove build outputs and run directories
 	rm -rf bin runs

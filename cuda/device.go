@@ -1,0 +1,181 @@
+package cuda
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../csrc -D_GNU_SOURCE
+#include "gt_cuda.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// Device is one open GPU: its primary context, current on an OS thread
+// that a goroutine of the Device holds locked for the Device's life. Every
+// call that needs the context runs on that thread (see the package doc).
+// Device's methods are safe for concurrent use; concurrent calls run one
+// at a time in arrival order.
+type Device struct {
+	drv  *Driver
+	info DeviceInfo
+	dev  C.CUdevice
+	ctx  uintptr
+
+	work     chan func()
+	quit     chan struct{}
+	done     chan struct{}
+	closing  sync.Once
+	closeErr error
+}
+
+// Ctx gives the driver calls that need the device's context. A *Ctx is
+// only valid inside the function passed to Device.Do, on the device's
+// thread.
+type Ctx struct {
+	d *Device
+}
+
+// Open retains device ordinal's primary context and makes it current on a
+// new locked OS thread. Close releases both.
+func (drv *Driver) Open(ordinal int) (*Device, error) {
+	info, err := drv.DeviceInfo(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := drv.device(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{
+		drv: drv, info: info, dev: dev,
+		work: make(chan func()), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	started := make(chan error, 1)
+	go d.serve(started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// serve is the device thread: it never unlocks its OS thread, so when it
+// returns the runtime ends the thread, and the context binding with it.
+func (d *Device) serve(started chan<- error) {
+	runtime.LockOSThread()
+	defer close(d.done)
+	var ctx C.uintptr_t
+	if r := C.gt_cuDevicePrimaryCtxRetain(d.drv.sym.primaryCtxRetain, &ctx, d.dev); r != C.CUDA_SUCCESS {
+		started <- d.drv.err(r, "cuDevicePrimaryCtxRetain (device %d)", d.info.Ordinal)
+		return
+	}
+	d.ctx = uintptr(ctx)
+	if r := C.gt_cuCtxSetCurrent(d.drv.sym.ctxSetCurrent, C.uintptr_t(d.ctx)); r != C.CUDA_SUCCESS {
+		started <- d.drv.err(r, "cuCtxSetCurrent (device %d)", d.info.Ordinal)
+		C.gt_cuDevicePrimaryCtxRelease(d.drv.sym.primaryCtxRelease, d.dev)
+		return
+	}
+	started <- nil
+	for {
+		select {
+		case f := <-d.work:
+			f()
+		case <-d.quit:
+			C.gt_cuCtxSetCurrent(d.drv.sym.ctxSetCurrent, 0)
+			if r := C.gt_cuDevicePrimaryCtxRelease(d.drv.sym.primaryCtxRelease, d.dev); r != C.CUDA_SUCCESS {
+				d.closeErr = d.drv.err(r, "cuDevicePrimaryCtxRelease_v2 (device %d)", d.info.Ordinal)
+			}
+			return
+		}
+	}
+}
+
+// Close stops the device thread and releases the primary context. Memory,
+// streams and modules still allocated belong to the context and are freed
+// by the driver once no one retains it. Close is idempotent.
+func (d *Device) Close() error {
+	d.closing.Do(func() {
+		close(d.quit)
+		<-d.done
+	})
+	return d.closeErr
+}
+
+// Info is what the driver reported about the device when it was opened.
+func (d *Device) Info() DeviceInfo { return d.info }
+
+// Driver is the driver the device was opened with.
+func (d *Device) Driver() *Driver { return d.drv }
+
+// Do runs fn on the device's thread with its primary context current and
+// returns fn's error, or ErrClosed if the device is closed. fn must not
+// call Do (of any Device whose thread could be waiting on this one) nor
+// keep c. A panic in fn is re-raised in the caller's goroutine. fn must
+// not end its goroutine (runtime.Goexit, t.FailNow): that would end the
+// device's thread, closing the device without releasing its context; the
+// caller's goroutine is then ended the same way.
+func (d *Device) Do(fn func(c *Ctx) error) error {
+	type outcome struct {
+		err      error
+		panicked bool
+		panicV   any
+	}
+	res := make(chan outcome, 1)
+	job := func() {
+		o := outcome{panicked: true}
+		defer func() {
+			if o.panicked {
+				// recover is nil only for runtime.Goexit: a panic(nil)
+				// recovers as *runtime.PanicNilError.
+				o.panicV = recover()
+			}
+			res <- o
+		}()
+		o.err = fn(&Ctx{d: d})
+		o.panicked = false
+	}
+	select {
+	case d.work <- job:
+	case <-d.done:
+		return fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal)
+	}
+	o := <-res
+	if o.panicked {
+		if o.panicV == nil {
+			runtime.Goexit()
+		}
+		panic(o.panicV)
+	}
+	return o.err
+}
+
+// err builds an *Error for a call on this device.
+func (c *Ctx) err(r C.CUresult, op string, args ...any) error {
+	return c.d.drv.err(r, op, args...)
+}
+
+// Device is the device c belongs to.
+func (c *Ctx) Device() *Device { return c.d }
+
+// Synchronize waits for all work in the context (cuCtxSynchronize).
+func (c *Ctx) Synchronize() error {
+	if r := C.gt_cuCtxSynchronize(c.d.drv.sym.ctxSynchronize); r != C.CUDA_SUCCESS {
+		return c.err(r, "cuCtxSynchronize (device %d)", c.d.info.Ordinal)
+	}
+	return nil
+}
+
+// CurrentContext is the context current on the calling thread as the
+// driver sees it (the primary context's handle inside Do); it lets tests
+// and other libraries check the thread binding.
+func (c *Ctx) CurrentContext() (uintptr, error) {
+	var h C.uintptr_t
+	if r := C.gt_cuCtxGetCurrent(c.d.drv.sym.ctxGetCurrent, &h); r != C.CUDA_SUCCESS {
+		return 0, c.err(r, "cuCtxGetCurrent")
+	}
+	return uintptr(h), nil
+}
+
+// PrimaryContext is the device's primary context handle (CUcontext).
+func (d *Device) PrimaryContext() uintptr { return d.ctx }

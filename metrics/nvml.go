@@ -1,0 +1,132 @@
+//go:build cgo
+
+package metrics
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// EnvNVML names the NVML library file to load instead of libnvidia-ml.so.1.
+const EnvNVML = "GOTRAIN_LIBNVML"
+
+// NVML is the part of go-nvml's nvml.Interface gotrain uses, so that tests
+// run against go-nvml's mock machines. go-nvml binds NVML's symbols only
+// when Init succeeds, and any other call before that kills the process
+// (an unresolved symbol): QueryNVML calls nothing else unless Init
+// returned SUCCESS.
+type NVML interface {
+	Init() nvml.Return
+	Shutdown() nvml.Return
+	SystemGetDriverVersion() (string, nvml.Return)
+	SystemGetNVMLVersion() (string, nvml.Return)
+	SystemGetCudaDriverVersion() (int, nvml.Return)
+	DeviceGetCount() (int, nvml.Return)
+	DeviceGetHandleByIndex(int) (nvml.Device, nvml.Return)
+}
+
+var _ NVML = nvml.Interface(nil)
+
+// NewNVML returns go-nvml's library for path ("" means $GOTRAIN_LIBNVML,
+// else libnvidia-ml.so.1, which the NVIDIA driver installs). Nothing is
+// loaded until Init.
+func NewNVML(path string) NVML {
+	if path == "" {
+		path = os.Getenv(EnvNVML)
+	}
+	if path == "" {
+		return nvml.New()
+	}
+	return nvml.New(nvml.WithLibraryPath(path))
+}
+
+// QueryDefaultNVML is QueryNVML(NewNVML(path)).
+func QueryDefaultNVML(path string) (NVMLReport, error) { return QueryNVML(NewNVML(path)) }
+
+// QueryNVML initialises NVML, reads the driver's versions and every GPU's
+// identity, memory and utilization, and shuts NVML down again. A failed
+// Init (no driver: ERROR_LIBRARY_NOT_FOUND) is the returned error; a
+// failure on one GPU is recorded in its GPUInfo.Err.
+func QueryNVML(lib NVML) (NVMLReport, error) {
+	var rep NVMLReport
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		hint := ""
+		if ret == nvml.ERROR_LIBRARY_NOT_FOUND {
+			hint = " (libnvidia-ml.so.1 comes with the NVIDIA driver)"
+		}
+		return rep, fmt.Errorf("metrics: NVML init: %v%s", ret, hint)
+	}
+	defer lib.Shutdown()
+	var ret nvml.Return
+	if rep.DriverVersion, ret = lib.SystemGetDriverVersion(); ret != nvml.SUCCESS {
+		return rep, fmt.Errorf("metrics: NVML driver version: %v", ret)
+	}
+	if rep.NVMLVersion, ret = lib.SystemGetNVMLVersion(); ret != nvml.SUCCESS {
+		return rep, fmt.Errorf("metrics: NVML version: %v", ret)
+	}
+	if v, ret := lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
+		rep.CUDADriverVersion = v
+	}
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return rep, fmt.Errorf("metrics: NVML device count: %v", ret)
+	}
+	for i := 0; i < n; i++ {
+		rep.GPUs = append(rep.GPUs, queryGPU(lib, i))
+	}
+	return rep, nil
+}
+
+func queryGPU(lib NVML, i int) GPUInfo {
+	g := GPUInfo{Index: i, Utilization: -1}
+	var errs []string
+	fail := func(what string, ret nvml.Return) { errs = append(errs, fmt.Sprintf("%s: %v", what, ret)) }
+	dev, ret := lib.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		g.Err = fmt.Sprintf("handle: %v", ret)
+		return g
+	}
+	if g.Name, ret = dev.GetName(); ret != nvml.SUCCESS {
+		fail("name", ret)
+	}
+	if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
+		fail("uuid", ret)
+	}
+	if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
+		g.PCIBusID = cString(pci.BusId[:])
+	} else {
+		fail("pci info", ret)
+	}
+	if g.CCMajor, g.CCMinor, ret = dev.GetCudaComputeCapability(); ret != nvml.SUCCESS {
+		fail("compute capability", ret)
+	}
+	if mem, ret := dev.GetMemoryInfo(); ret == nvml.SUCCESS {
+		g.MemoryTotalBytes, g.MemoryUsedBytes = mem.Total, mem.Used
+	} else {
+		fail("memory", ret)
+	}
+	// Utilization is unsupported on some parts (and in MIG mode); that is
+	// not an error worth reporting.
+	if u, ret := dev.GetUtilizationRates(); ret == nvml.SUCCESS {
+		g.Utilization = float64(u.Gpu) / 100
+	} else if ret != nvml.ERROR_NOT_SUPPORTED {
+		fail("utilization", ret)
+	}
+	g.Err = strings.Join(errs, "; ")
+	return g
+}
+
+// cString reads a NUL-terminated C char array.
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}
