@@ -24,25 +24,7 @@ func (be *Backend) CrossEntropyForward(losses, probs, logits, targets backend.Bu
 		for r := lo; r < hi; r++ {
 			x := xv.load(r*Vp, V, xtmp)
 			p := pv[r*Vp : (r+1)*Vp]
-			live := p[:len(x)]
-			m := x[0]
-			for _, xi := range x {
-				if xi > m { // not the max builtin: its NaN and ±0 rules cost a branch maze
-					m = xi
-				}
-			}
-			for j, xi := range x {
-				live[j] = xi - m
-			}
-			expInPlace(live)
-			var sum float64
-			for _, e := range live {
-				sum += float64(e)
-			}
-			inv := float32(1 / sum)
-			for j := range live {
-				live[j] *= inv
-			}
+			m, sum := softmaxRow(p[:len(x)], x)
 			clear(p[V:])
 			lv[r] = float32(math.Log(sum) + float64(m) - float64(x[tg[r]]))
 		}

@@ -32,11 +32,12 @@ const (
 	expMinArg = -87.3
 )
 
-// expInPlace sets v[i] = exp32(v[i]) for every element. The body of exp32 is
-// written out here because Go does not inline it, and a call per element
-// costs as much as the arithmetic in the softmax and GELU loops;
-// TestExpInPlace keeps the two bit-identical.
-func expInPlace(v []float32) {
+// expInPlaceScalar sets v[i] = exp32(v[i]) for every element. The body of
+// exp32 is written out here because Go does not inline it, and a call per
+// element costs as much as the arithmetic in the softmax and GELU loops;
+// TestExpInPlace keeps the two bit-identical. expInPlace (exp_*.go) runs a
+// vector version of the same arithmetic where the build and CPU allow.
+func expInPlaceScalar(v []float32) {
 	for i, x := range v {
 		if x > expMaxArg {
 			x = expMaxArg
@@ -50,4 +51,28 @@ func expInPlace(v []float32) {
 		p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
 		v[i] = p * math.Float32frombits(uint32(int32(nf)+127)<<23)
 	}
+}
+
+// softmaxRowScalar sets p = softmax(x) and returns max(x) and Σe^(x−max)
+// (accumulated in float64) for the loss. len(p) == len(x) > 0.
+func softmaxRowScalar(p, x []float32) (m float32, sum float64) {
+	p = p[:len(x)]
+	m = x[0]
+	for _, xi := range x {
+		if xi > m { // not the max builtin: its NaN and ±0 rules cost a branch maze
+			m = xi
+		}
+	}
+	for j, xi := range x {
+		p[j] = xi - m
+	}
+	expInPlaceScalar(p)
+	for _, e := range p {
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for j := range p {
+		p[j] *= inv
+	}
+	return m, sum
 }

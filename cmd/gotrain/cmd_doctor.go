@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotrain/gotrain/backend/cpu"
 	"github.com/gotrain/gotrain/blas"
 	"github.com/gotrain/gotrain/cuda"
 	"github.com/gotrain/gotrain/kernels"
@@ -26,6 +27,7 @@ type doctorReport struct {
 	GoVersion   string    `json:"go_version"`
 	BLAS        blas.Info `json:"blas"`
 	SgemmGFLOPS float64   `json:"sgemm_gflops"`
+	VectorMath  string    `json:"vector_math"`
 	// GPULibs are the native GPU libraries, each with its version or why
 	// it is absent: the CUDA driver, NVRTC, cuBLAS, NCCL (see doctorLibs).
 	GPULibs []doctorLib `json:"gpu_libraries"`
@@ -144,6 +146,7 @@ func doctorCommand() *cli.Command {
 				OS: runtime.GOOS, Arch: runtime.GOARCH, CPU: cpuModel(), Cores: runtime.NumCPU(),
 				CPUFeatures: blas.HostCPUFeatures().Names(), GoVersion: runtime.Version(), BLAS: info,
 				SgemmGFLOPS: blas.MeasurePeak(impl, c.Float64("seconds")),
+				VectorMath:  cpu.VectorMath(),
 			}
 			var cudaLib doctorLib
 			cudaLib, r.GPUs = doctorCUDA()
@@ -180,6 +183,7 @@ func doctorCommand() *cli.Command {
 				fmt.Fprintf(w, "note         %s\n", info.Note)
 			}
 			fmt.Fprintf(w, "sgemm        %.1f GFLOP/s (1024×1024×1024, fp32)\n", r.SgemmGFLOPS)
+			fmt.Fprintf(w, "vector math  %s (softmax and exp loops; avx512 needs a GOEXPERIMENT=simd build, as make build does)\n", r.VectorMath)
 			printGPUs(w, r)
 			return nil
 		},

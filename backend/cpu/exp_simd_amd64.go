@@ -1,0 +1,128 @@
+//go:build goexperiment.simd && amd64
+
+package cpu
+
+import "simd/archsimd"
+
+// expInPlace sets v[i] = exp32(v[i]), 16 lanes at a time on AVX-512. The
+// vector loop performs exp32's operations in exp32's order, each rounded to
+// float32 (no fused multiply-adds), and VSCALEFPS multiplies by 2^n exactly,
+// so the results are bit-identical to the scalar loop (TestExpInPlace).
+// The softmax of the cross-entropy runs V exps per row, which made the scalar
+// loop the costliest op after the GEMMs.
+func expInPlace(v []float32) {
+	if !archsimd.X86.AVX512() {
+		expInPlaceScalar(v)
+		return
+	}
+	k := newExpConsts()
+	i := 0
+	for ; i+16 <= len(v); i += 16 {
+		k.exp(archsimd.LoadFloat32x16Slice(v[i:])).StoreSlice(v[i:])
+	}
+	expInPlaceScalar(v[i:])
+}
+
+// expConsts are exp32's constants broadcast to 16 lanes.
+type expConsts struct {
+	maxA, minA, l2e, rnd, hi, lo, zero, one, c2, c3, c4, c5, c6, c7 archsimd.Float32x16
+}
+
+func newExpConsts() *expConsts {
+	b := archsimd.BroadcastFloat32x16
+	return &expConsts{
+		maxA: b(expMaxArg), minA: b(expMinArg), l2e: b(log2e), rnd: b(expRound), hi: b(ln2Hi), lo: b(ln2Lo),
+		zero: b(0), one: b(1), c2: b(1.0 / 2), c3: b(1.0 / 6), c4: b(1.0 / 24), c5: b(1.0 / 120),
+		c6: b(1.0 / 720), c7: b(1.0 / 5040),
+	}
+}
+
+// exp is exp32 on 16 lanes.
+func (k *expConsts) exp(x archsimd.Float32x16) archsimd.Float32x16 {
+	x = k.maxA.Merge(x, x.Greater(k.maxA)) // clamp above; NaN compares false and stays
+	under := x.Less(k.minA)
+	nf := x.Mul(k.l2e).Add(k.rnd).Sub(k.rnd)
+	r := x.Sub(nf.Mul(k.hi)).Sub(nf.Mul(k.lo))
+	p := r.Mul(k.c7).Add(k.c6)
+	p = r.Mul(p).Add(k.c5)
+	p = r.Mul(p).Add(k.c4)
+	p = r.Mul(p).Add(k.c3)
+	p = r.Mul(p).Add(k.c2)
+	p = r.Mul(p).Add(k.one)
+	p = r.Mul(p).Add(k.one)
+	return k.zero.Merge(p.Scale(nf), under)
+}
+
+// softmaxRow sets p = softmax(x) and returns max(x) and Σe^(x−max), the sum
+// accumulated in float64 lanes. It runs every pass of the row 16 lanes wide;
+// the lanes' sums are added in a fixed order, so results are deterministic
+// (they differ from the scalar build's only in the order of the float64 sum).
+func softmaxRow(p, x []float32) (float32, float64) {
+	n := len(x)
+	if !archsimd.X86.AVX512() || n < 16 {
+		return softmaxRowScalar(p, x)
+	}
+	p = p[:n]
+	mv := archsimd.LoadFloat32x16Slice(x)
+	i := 16
+	for ; i+16 <= n; i += 16 {
+		mv = mv.Max(archsimd.LoadFloat32x16Slice(x[i:]))
+	}
+	var lanes [16]float32
+	mv.Store(&lanes)
+	m := lanes[0]
+	for _, v := range lanes[1:] {
+		if v > m {
+			m = v
+		}
+	}
+	for _, v := range x[i:] {
+		if v > m {
+			m = v
+		}
+	}
+	k := newExpConsts()
+	mb := archsimd.BroadcastFloat32x16(m)
+	var s0, s1 archsimd.Float64x8
+	i = 0
+	for ; i+16 <= n; i += 16 {
+		e := k.exp(archsimd.LoadFloat32x16Slice(x[i:]).Sub(mb))
+		e.StoreSlice(p[i:])
+		s0 = s0.Add(e.GetLo().ConvertToFloat64())
+		s1 = s1.Add(e.GetHi().ConvertToFloat64())
+	}
+	var d0, d1 [8]float64
+	s0.Store(&d0)
+	s1.Store(&d1)
+	var sum float64
+	for j := range d0 {
+		sum += d0[j] + d1[j]
+	}
+	tail := p[i:]
+	for j, v := range x[i:] {
+		tail[j] = v - m
+	}
+	expInPlaceScalar(tail)
+	for _, e := range tail {
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	iv := archsimd.BroadcastFloat32x16(inv)
+	i = 0
+	for ; i+16 <= n; i += 16 {
+		archsimd.LoadFloat32x16Slice(p[i:]).Mul(iv).StoreSlice(p[i:])
+	}
+	for j := range p[i:] {
+		p[i+j] *= inv
+	}
+	return m, sum
+}
+
+// VectorMath says which softmax/exp loops run: "avx512" in a GOEXPERIMENT=simd
+// build on an AVX-512 CPU, else "scalar". `gotrain doctor` reports it.
+func VectorMath() string {
+	if archsimd.X86.AVX512() {
+		return "avx512"
+	}
+	return "scalar"
+}
