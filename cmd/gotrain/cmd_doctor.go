@@ -55,7 +55,7 @@ type doctorLib struct {
 // doctor_gpu_libs.go, belong in this list after NVRTC. No probe may fail
 // the command: a machine without a GPU is a normal answer.
 func doctorLibs(cudaLib doctorLib) []doctorLib {
-	return []doctorLib{cudaLib, doctorNVRTC()}
+	return []doctorLib{cudaLib, doctorNVRTC(), doctorCUBLAS(), doctorNCCL()}
 }
 
 // doctorCUDA loads the CUDA driver and lists its devices.

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gotrain/gotrain/cublas"
+	"github.com/gotrain/gotrain/nccl"
+)
+
+// TestDoctorGPULibsMissing: with the libraries absent (the override names a
+// file that does not exist), each probe explains what was tried and what to
+// install, without failing.
+func TestDoctorGPULibsMissing(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(cublas.EnvLibrary, filepath.Join(dir, "libcublas.so.12"))
+	t.Setenv(nccl.EnvLibrary, filepath.Join(dir, "libnccl.so.2"))
+	for _, c := range []struct {
+		got  doctorLib
+		want []string
+	}{
+		{doctorCUBLAS(), []string{"cublas", "libcublas.so.12", cublas.EnvLibrary, "libcublas12"}},
+		{doctorNCCL(), []string{"nccl", "libnccl.so.2", nccl.EnvLibrary, "libnccl2"}},
+	} {
+		if c.got.Version != "" || c.got.Path != "" {
+			t.Errorf("%s: found %q at %q", c.got.Name, c.got.Version, c.got.Path)
+		}
+		text := c.got.Name + " " + c.got.Err
+		for _, w := range c.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: %q does not mention %q", c.got.Name, text, w)
+			}
+		}
+	}
+}
+
+// buildMock compiles one of the packages' mock libraries.
+func buildMock(t *testing.T, src, name string, defines ...string) string {
+	t.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skipf("gcc not found: %v", err)
+	}
+	src, err = filepath.Abs(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(t.TempDir(), name)
+	args := []string{"-shared", "-fPIC", "-O1", "-std=gnu11", "-I", filepath.Dir(src)}
+	for _, d := range defines {
+		args = append(args, "-D"+d)
+	}
+	args = append(args, "-o", lib, src, "-lpthread")
+	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	return lib
+}
+
+// TestDoctorGPULibsPresent runs the probes against the packages' mock
+// libraries, which report fixed versions.
+func TestDoctorGPULibsPresent(t *testing.T) {
+	t.Setenv(cublas.EnvLibrary, buildMock(t, "../../cublas/testdata/mock_cublas.c", "libcublas.so.12"))
+	t.Setenv(cublas.EnvLtLibrary, buildMock(t, "../../cublas/testdata/mock_cublaslt.c", "libcublasLt.so.12"))
+	t.Setenv(nccl.EnvLibrary, buildMock(t, "../../nccl/testdata/mock_nccl.c", "libnccl.so.2", "MOCK_NCCL_VERSION=2708"))
+	cb := doctorCUBLAS()
+	if cb.Err != "" || cb.Version != "12.3.4, cuBLASLt 12.3.4" || !strings.HasSuffix(cb.Path, "libcublas.so.12") {
+		t.Errorf("doctorCUBLAS() = %+v", cb)
+	}
+	nc := doctorNCCL()
+	if nc.Version != "2.7.8" || !strings.HasSuffix(nc.Path, "libnccl.so.2") || !strings.Contains(nc.Err, "2.10.3") {
+		t.Errorf("doctorNCCL() with NCCL 2.7.8 = %+v, want a note that bf16 and avg need 2.10.3", nc)
+	}
+}
