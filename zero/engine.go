@@ -1,0 +1,348 @@
+package zero
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/comm"
+)
+
+// reduceDepth is how many gradient reductions may be in flight with
+// OverlapComm: two, so backward fills one window while the previous one is
+// reduced.
+const reduceDepth = 2
+
+// Engine runs one rank's share of ZeRO data parallelism for a model whose
+// parameters are laid out flat and cut into groups. It implements the
+// model's ParamStore (AcquireParams, ReleaseParams, AcquireGrads,
+// GradsReady) and the optimizer step.
+//
+// An Engine is driven by one goroutine at a time (the trainer's). It owns a
+// second goroutine that issues every collective, in submission order; while
+// it runs, backend work (the Comm's transfers, gradient accumulation) may
+// execute on it concurrently with the caller's backend work on other
+// buffers. Every rank must make the same calls in the same order.
+type Engine struct {
+	be     backend.Backend
+	c      comm.Comm
+	o      Options
+	ctx    context.Context // bounds the collectives ParamStore calls issue
+	groups []Group
+	total  int // elements of the flat layout
+	rank   int
+
+	plan Plan        // the groups over the world: partitions, chunks
+	res  Plan        // the resident full buffers' layout: plan, or unpadded (world 1) for stage 0
+	segs [][]segment // AdamW runs by group, offsets into the state buffers
+	keep []bool      // stage 3: the group stays whole (persistence threshold)
+
+	params  backend.Buffer    // stages 0–2: full (res layout); stage 3: this rank's partition
+	whole   []backend.Buffer  // stage 3: persistent groups, Padded long; zero Buffer otherwise
+	grads   backend.Buffer    // stages 0–1: full gradients (res layout)
+	pgrad   backend.Buffer    // stages ≥ 1: this rank's partition of the reduced gradients
+	master  backend.Buffer    // fp32 master (partition; stage 0: full, and only for 16-bit params)
+	m, v    backend.Buffer    // AdamW moments, same length as the state buffers
+	staging [2]backend.Buffer // stages 1–2: updated chunks on their way to the all-gather
+	rsOut   backend.Buffer    // stages 2–3: a reduced chunk before it is accumulated
+	sqOne   backend.Buffer    // one rank's float64 sum of squares as two I32 words
+	sqAll   backend.Buffer    // every rank's, gathered
+
+	loop *commLoop
+
+	gradFree []backend.Buffer       // reduction windows not in use
+	gradHeld map[int]backend.Buffer // windows the model is filling
+	inflight []reduction            // queued reductions, oldest first
+
+	live        map[int]*paramWindow // stage 3: gathered groups
+	backward    bool                 // stage 3: the pass of the last acquisition
+	pos         int                  // and the acquired group's index in that pass's order
+	liveElems   int
+	aheadElems  int
+	stats       Stats
+	err         error // sticky: the engine is unusable
+	closed      bool
+	allocations []backend.Buffer // every resident allocation, freed by Close
+}
+
+// reduction is a queued gradient reduction and the window it reads.
+type reduction struct {
+	op  *commOp
+	win backend.Buffer
+}
+
+// Stats counts what the engine did, for tests and metrics.
+type Stats struct {
+	Gathers          int // stage-3 parameter all-gathers for the model, prefetches included
+	Prefetches       int // gathers issued ahead of the group's acquisition
+	LiveElements     int // gathered parameter elements held now (padded)
+	PeakLiveElements int // the most held at once since New
+	Reductions       int // stage-2/3 gradient reduce-scatters issued by GradsReady
+}
+
+// New builds rank c.Rank()'s engine for parameters tiled by groups and
+// allocates its resident state on be's device pool: parameters, gradients,
+// master weights and AdamW moments as the stage says (see the package
+// documentation). Parameters start at zero; call InitParams. ctx bounds the
+// collectives issued by the ParamStore methods, which take no context.
+func New(ctx context.Context, be backend.Backend, c comm.Comm, groups []Group, o Options) (*Engine, error) {
+	o, err := o.normalize()
+	if err != nil {
+		return nil, err
+	}
+	total, err := checkGroups(groups)
+	if err != nil {
+		return nil, err
+	}
+	sizes := make([]int, len(groups))
+	for g, gr := range groups {
+		sizes[g] = gr.Len
+	}
+	e := &Engine{
+		be: be, c: c, o: o, ctx: ctx, groups: groups, total: total, rank: c.Rank(),
+		plan:     NewPlan(sizes, c.Size()),
+		gradHeld: map[int]backend.Buffer{},
+		live:     map[int]*paramWindow{},
+		keep:     make([]bool, len(groups)),
+		whole:    make([]backend.Buffer, len(groups)),
+	}
+	e.res = e.plan
+	if o.Stage == 0 {
+		e.res = NewPlan(sizes, 1)
+		e.segs = segments(groups, e.res, 0)
+	} else {
+		e.segs = segments(groups, e.plan, e.rank)
+	}
+	if err := e.allocate(); err != nil {
+		e.free()
+		return nil, err
+	}
+	e.loop = newCommLoop()
+	return e, nil
+}
+
+// allocate makes every resident buffer of the stage.
+func (e *Engine) allocate() error {
+	o, plan := e.o, e.plan
+	alloc := func(cat backend.Category, dt backend.DType, n int, what string) (backend.Buffer, error) {
+		b, err := e.be.Alloc(backend.Device, cat, dt, n)
+		if err != nil {
+			return b, fmt.Errorf("zero: allocate %s (%d × %s): %w", what, n, dt, err)
+		}
+		e.allocations = append(e.allocations, b)
+		return b, nil
+	}
+	var err error
+	state := plan.PartLen
+	switch o.Stage {
+	case 0:
+		state = e.total
+		if e.params, err = alloc(backend.Params, o.ParamDType, e.total, "parameters"); err != nil {
+			return err
+		}
+		if e.grads, err = alloc(backend.Grads, o.GradAccumDType, e.total, "gradients"); err != nil {
+			return err
+		}
+		if o.ParamDType != backend.F32 {
+			if e.master, err = alloc(backend.Master, backend.F32, e.total, "master weights"); err != nil {
+				return err
+			}
+		}
+	case 1, 2:
+		if e.params, err = alloc(backend.Params, o.ParamDType, plan.PaddedLen, "parameters"); err != nil {
+			return err
+		}
+		if o.Stage == 1 {
+			if e.grads, err = alloc(backend.Grads, o.GradAccumDType, plan.PaddedLen, "gradients"); err != nil {
+				return err
+			}
+		}
+		maxChunk := 0
+		for _, gp := range plan.Groups {
+			maxChunk = max(maxChunk, gp.Chunk)
+		}
+		for i := range e.staging {
+			if e.staging[i], err = alloc(backend.Comm, o.ParamDType, maxChunk, "all-gather staging"); err != nil {
+				return err
+			}
+		}
+	case 3:
+		if e.params, err = alloc(backend.Params, o.ParamDType, plan.PartLen, "parameter partition"); err != nil {
+			return err
+		}
+		for g, gp := range plan.Groups {
+			if int64(gp.Len) <= o.PersistenceThreshold {
+				e.keep[g] = true
+				if e.whole[g], err = alloc(backend.Params, o.ParamDType, gp.Padded, fmt.Sprintf("persistent group %d", g)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if o.Stage >= 1 {
+		if e.pgrad, err = alloc(backend.Grads, o.GradAccumDType, plan.PartLen, "gradient partition"); err != nil {
+			return err
+		}
+		if e.master, err = alloc(backend.Master, backend.F32, plan.PartLen, "master partition"); err != nil {
+			return err
+		}
+	}
+	if o.Stage >= 2 {
+		maxChunk := 0
+		for _, gp := range plan.Groups {
+			maxChunk = max(maxChunk, gp.Chunk)
+		}
+		if e.rsOut, err = alloc(backend.Comm, o.GradAccumDType, maxChunk, "reduce-scatter output"); err != nil {
+			return err
+		}
+	}
+	if e.m, err = alloc(backend.Optimizer, backend.F32, state, "AdamW first moment"); err != nil {
+		return err
+	}
+	if e.v, err = alloc(backend.Optimizer, backend.F32, state, "AdamW second moment"); err != nil {
+		return err
+	}
+	if e.sqOne, err = alloc(backend.Comm, backend.I32, 2, "norm exchange"); err != nil {
+		return err
+	}
+	if e.sqAll, err = alloc(backend.Comm, backend.I32, 2*plan.World, "norm exchange"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// usable is the check at the top of every call: the first failure of the
+// engine or its comm goroutine, or a closed engine.
+func (e *Engine) usable() error {
+	if e.closed {
+		return errors.New("zero: the engine is closed")
+	}
+	if e.err != nil {
+		return e.err
+	}
+	if err := e.loop.failure(); err != nil {
+		e.err = err
+		return err
+	}
+	return nil
+}
+
+// fail makes err sticky and returns it.
+func (e *Engine) fail(err error) error {
+	if e.err == nil {
+		e.err = err
+	}
+	return err
+}
+
+// submit queues a collective under ctx, bounded by Options.Timeout.
+func (e *Engine) submit(ctx context.Context, what string, run func(context.Context) error) *commOp {
+	return e.loop.submit(ctx, what, func(ctx context.Context) error {
+		if e.o.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, e.o.Timeout)
+			defer cancel()
+		}
+		return run(ctx)
+	})
+}
+
+// wait blocks until op is done or ctx ends. A wait cut short leaves this
+// rank unable to issue the collectives its peers expect, so it aborts the
+// Comm (which also ends the op, if it is running) and the engine fails.
+func (e *Engine) wait(ctx context.Context, op *commOp) error {
+	select {
+	case <-op.done:
+		if op.err != nil {
+			return e.fail(op.err)
+		}
+		return nil
+	case <-ctx.Done():
+		err := fmt.Errorf("zero: waiting for %s: %w", op.what, context.Cause(ctx))
+		e.c.Abort(err)
+		return e.fail(err)
+	}
+}
+
+// Collective runs f on the engine's comm goroutine after every collective
+// queued before it, and waits for it. The trainer's own collectives (the
+// loss average, a barrier) go through it so they can never interleave with
+// the engine's. f must use c only for collectives every rank issues.
+func (e *Engine) Collective(ctx context.Context, what string, f func(ctx context.Context, c comm.Comm) error) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	op := e.submit(ctx, what, func(ctx context.Context) error { return f(ctx, e.c) })
+	return e.wait(ctx, op)
+}
+
+// Stage is the ZeRO stage the engine runs.
+func (e *Engine) Stage() int { return e.o.Stage }
+
+// Plan is how the groups are partitioned over the world.
+func (e *Engine) Plan() Plan { return e.plan }
+
+// Partition lists the pieces of each group whose optimizer state this rank
+// holds, with their offsets into Master, M and V: its chunks for stages ≥ 1,
+// every group whole (offsets in the flat layout) for stage 0.
+func (e *Engine) Partition() []ChunkRange {
+	if e.o.Stage == 0 {
+		return e.res.Chunks(0)
+	}
+	return e.plan.Chunks(e.rank)
+}
+
+// Master is the fp32 master copy of the parameters Partition describes (the
+// zero Buffer for stage 0 with fp32 parameters, which updates them in
+// place). The engine owns it; read it between steps only.
+func (e *Engine) Master() backend.Buffer { return e.master }
+
+// Moments are AdamW's first and second moments (F32) of the parameters
+// Partition describes. The engine owns them; read them between steps only.
+func (e *Engine) Moments() (m, v backend.Buffer) { return e.m, e.v }
+
+// Stats reports the engine's counters so far.
+func (e *Engine) Stats() Stats {
+	s := e.stats
+	s.LiveElements = e.liveElems
+	return s
+}
+
+// Close waits for the comm goroutine and frees everything the engine
+// allocated. Collectives still queued (a pass abandoned after an error)
+// mean the ranks' sequences have diverged, so Close aborts the Comm first
+// rather than wait out their deadlines. Close does not close the Comm.
+func (e *Engine) Close() error {
+	if e.closed {
+		return nil
+	}
+	if e.loop.busy() {
+		e.c.Abort(errors.New("zero: engine closed with collectives still queued"))
+	}
+	e.loop.close()
+	e.closed = true
+	e.free()
+	return nil
+}
+
+// free releases every allocation, windows included.
+func (e *Engine) free() {
+	for _, r := range e.inflight {
+		e.be.Free(r.win)
+	}
+	for _, b := range e.gradHeld {
+		e.be.Free(b)
+	}
+	for _, b := range e.gradFree {
+		e.be.Free(b)
+	}
+	for _, w := range e.live {
+		e.be.Free(w.buf)
+	}
+	for _, b := range e.allocations {
+		e.be.Free(b)
+	}
+	e.inflight, e.gradHeld, e.gradFree, e.live, e.allocations = nil, nil, nil, nil, nil
+	e.liveElems, e.aheadElems = 0, 0
+}

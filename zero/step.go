@@ -1,0 +1,232 @@
+package zero
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/comm"
+)
+
+// clipEps keeps the clip coefficient finite for a zero norm (PyTorch's and
+// DeepSpeed's 1e-6).
+const clipEps = 1e-6
+
+// ErrNonFiniteGradients is returned (wrapped) by Step when the reduced
+// gradients hold a NaN or an infinity. The step is skipped on every rank
+// alike and the gradients are cleared; the engine stays usable, so an fp16
+// loss scaler can lower its scale and go on.
+var ErrNonFiniteGradients = errors.New("zero: the gradients hold a NaN or an infinity; the step was skipped")
+
+// StepInput is one optimizer step's settings.
+type StepInput struct {
+	LR       float64 // the scheduled learning rate of this step
+	Step     int     // 1-based count of updates so far, for AdamW's bias correction
+	ClipNorm float64 // gradient_clipping: the largest global L2 norm; ≤ 0 turns clipping off
+	// Hyper returns AdamW's betas, eps and weight decay for the tensors
+	// with (true) or without (false) weight decay, e.g. optim.StepParams.
+	// The engine sets LR, Step and GradScale (the clip coefficient) itself.
+	Hyper func(decay bool) backend.AdamWParams
+}
+
+// Step ends a step: it finishes the gradient reduction (stage 0: bucketed
+// all-reduce; stage 1: a reduce-scatter per group; stages 2–3: the
+// reductions still in flight), computes the global L2 norm of the reduced
+// gradients, clips with coefficient min(1, ClipNorm/(norm+1e-6)), runs
+// AdamW on this rank's share, refreshes the parameters (stages 1–2:
+// all-gather per group; stage 3: the persistent groups) and clears the
+// gradients. It returns the norm before clipping. Every rank must call it.
+func (e *Engine) Step(ctx context.Context, in StepInput) (float64, error) {
+	if err := e.usable(); err != nil {
+		return 0, err
+	}
+	if in.Step < 1 {
+		return 0, fmt.Errorf("zero: optimizer step %d: steps count from 1", in.Step)
+	}
+	if in.Hyper == nil {
+		return 0, errors.New("zero: StepInput.Hyper is nil: the AdamW hyperparameters are missing")
+	}
+	if err := e.reduce(ctx); err != nil {
+		return 0, err
+	}
+	sq, err := e.sumSquares(ctx)
+	if err != nil {
+		return 0, err
+	}
+	norm := math.Sqrt(sq)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		e.zeroGrads()
+		return norm, fmt.Errorf("%w (norm %v)", ErrNonFiniteGradients, norm)
+	}
+	coef := 1.0
+	if in.ClipNorm > 0 {
+		coef = math.Min(1, in.ClipNorm/(norm+clipEps))
+	}
+	var hp [2]backend.AdamWParams
+	for i, decay := range []bool{false, true} {
+		hp[i] = in.Hyper(decay)
+		hp[i].LR, hp[i].Step, hp[i].GradScale = float32(in.LR), in.Step, float32(coef)
+	}
+	if err := e.update(ctx, hp); err != nil {
+		return norm, err
+	}
+	e.zeroGrads()
+	if err := e.be.Sync(); err != nil {
+		return norm, e.fail(fmt.Errorf("zero: step: %w", err))
+	}
+	return norm, nil
+}
+
+// reduce finishes the reduction of the step's gradients.
+func (e *Engine) reduce(ctx context.Context) error {
+	var ops []*commOp
+	switch e.o.Stage {
+	case 0:
+		bucket := int(min(e.o.ReduceBucketSize, int64(e.total)))
+		for off := 0; off < e.total; off += bucket {
+			buf := e.grads.Slice(off, min(bucket, e.total-off))
+			ops = append(ops, e.submit(ctx, fmt.Sprintf("all-reduce gradient bucket at %d", off), func(ctx context.Context) error {
+				return e.c.AllReduce(ctx, buf, comm.Sum)
+			}))
+		}
+	case 1:
+		for g, gp := range e.plan.Groups {
+			dst, src := e.pgrad.Slice(gp.PartOff, gp.Chunk), e.grads.Slice(gp.PaddedOff, gp.Padded)
+			ops = append(ops, e.submit(ctx, fmt.Sprintf("reduce-scatter gradients of group %d", g), func(ctx context.Context) error {
+				return e.c.ReduceScatter(ctx, dst, src, comm.Sum)
+			}))
+		}
+	default:
+		for g := range e.gradHeld {
+			return e.fail(fmt.Errorf("zero: step while group %d's gradients are acquired and not ready", g))
+		}
+		if err := e.reap(ctx, 0); err != nil {
+			return err
+		}
+		if e.o.Stage == 3 {
+			return e.dropWindows()
+		}
+	}
+	return e.waitAll(ctx, ops)
+}
+
+// waitAll waits for ops in order, stopping at the first failure.
+func (e *Engine) waitAll(ctx context.Context, ops []*commOp) error {
+	for _, op := range ops {
+		if err := e.wait(ctx, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sumSquares is Σg² over the whole reduced gradient. Stage 0 holds it all
+// (bit-identical on every rank). Stages ≥ 1 add the ranks' partition sums
+// (padding is zero): each rank's float64 travels as raw bits in an
+// all-gather and every rank adds them in rank order, so the result is exact
+// to float64 and the same everywhere, which keeps every rank's clipping and
+// skip decision identical.
+func (e *Engine) sumSquares(ctx context.Context) (float64, error) {
+	if e.o.Stage == 0 {
+		return e.be.SumSquares(e.grads), nil
+	}
+	local := e.be.SumSquares(e.pgrad)
+	var total float64
+	op := e.submit(ctx, "all-gather gradient sums of squares", func(ctx context.Context) error {
+		var one [8]byte
+		binary.LittleEndian.PutUint64(one[:], math.Float64bits(local))
+		if err := e.be.Upload(e.sqOne, one[:]); err != nil {
+			return err
+		}
+		if err := e.c.AllGather(ctx, e.sqAll, e.sqOne); err != nil {
+			return err
+		}
+		all := make([]byte, e.sqAll.Bytes())
+		if err := e.be.Download(all, e.sqAll); err != nil {
+			return err
+		}
+		for r := range e.plan.World {
+			total += math.Float64frombits(binary.LittleEndian.Uint64(all[8*r:]))
+		}
+		return nil
+	})
+	if err := e.wait(ctx, op); err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// update runs AdamW on this rank's share and refreshes the parameters.
+// hp[0] is for tensors without weight decay, hp[1] with.
+func (e *Engine) update(ctx context.Context, hp [2]backend.AdamWParams) error {
+	params := func(decay bool) backend.AdamWParams {
+		if decay {
+			return hp[1]
+		}
+		return hp[0]
+	}
+	adamW := func(out backend.Buffer, gradOf backend.Buffer, s segment) {
+		var master backend.Buffer
+		if !e.master.IsNil() {
+			master = e.master.Slice(s.off, s.n)
+		}
+		e.be.AdamW(out, master, gradOf.Slice(s.off, s.n), e.m.Slice(s.off, s.n), e.v.Slice(s.off, s.n), params(s.decay))
+	}
+	switch e.o.Stage {
+	case 0:
+		for _, segs := range e.segs {
+			for _, s := range segs {
+				adamW(e.params.Slice(s.off, s.n), e.grads, s)
+			}
+		}
+		return nil
+	case 3:
+		var ops []*commOp
+		for g, gp := range e.plan.Groups {
+			for _, s := range e.segs[g] {
+				adamW(e.params.Slice(s.off, s.n), e.pgrad, s)
+			}
+			if e.keep[g] {
+				dst, src := e.whole[g], e.params.Slice(gp.PartOff, gp.Chunk)
+				ops = append(ops, e.submit(ctx, fmt.Sprintf("all-gather persistent group %d", g), func(ctx context.Context) error {
+					return e.c.AllGather(ctx, dst, src)
+				}))
+			}
+		}
+		return e.waitAll(ctx, ops)
+	}
+	// Stages 1–2: AdamW writes the updated chunk into one of two staging
+	// buffers while the previous group's chunk is being all-gathered from
+	// the other, straight into the full parameters.
+	var pending [2]*commOp
+	for g, gp := range e.plan.Groups {
+		k := g % 2
+		if pending[k] != nil {
+			if err := e.wait(ctx, pending[k]); err != nil {
+				return err
+			}
+		}
+		st := e.staging[k].Slice(0, gp.Chunk)
+		for _, s := range e.segs[g] {
+			adamW(st.Slice(s.off-gp.PartOff, s.n), e.pgrad, s)
+		}
+		if _, n := e.plan.Owned(g, e.rank); n < gp.Chunk {
+			e.be.Zero(st.Slice(n, gp.Chunk-n)) // the group's padding: keep it zero
+		}
+		dst := e.params.Slice(gp.PaddedOff, gp.Padded)
+		pending[k] = e.submit(ctx, fmt.Sprintf("all-gather parameters of group %d", g), func(ctx context.Context) error {
+			return e.c.AllGather(ctx, dst, st)
+		})
+	}
+	for _, op := range pending {
+		if op != nil {
+			if err := e.wait(ctx, op); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,375 @@
+package zero_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/cpu"
+	"github.com/gotrain/gotrain/blas"
+	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/comm/tcp"
+	"github.com/gotrain/gotrain/model"
+	"github.com/gotrain/gotrain/optim"
+	"github.com/gotrain/gotrain/zero"
+)
+
+var _ model.ParamStore = (*zero.Engine)(nil)
+
+// rankEnv is one in-process rank: its own CPU backend (wrapped to track
+// per-category peaks), store client and TCP Comm over loopback, exactly as
+// separate processes connect.
+type rankEnv struct {
+	be    *trackedBackend
+	store comm.Store
+	c     comm.Comm
+}
+
+// newWorld starts size ranks and closes them when the test ends.
+func newWorld(tb testing.TB, size int) []*rankEnv {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	envs := make([]*rankEnv, size)
+	errs := onEveryRank(size, func(r int) error {
+		ctx := context.Background()
+		ro := comm.RendezvousOptions{Rank: r, Size: size, Addr: "127.0.0.1", Port: port, Timeout: 20 * time.Second}
+		if r == 0 {
+			ro.Listener = ln
+		}
+		st, err := comm.Rendezvous(ctx, ro)
+		if err != nil {
+			return err
+		}
+		be := newTracked(cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1}))
+		c, err := tcp.New(ctx, st, be, tcp.Options{Rank: r, Size: size, Timeout: 20 * time.Second})
+		envs[r] = &rankEnv{be: be, store: st}
+		if c != nil {
+			envs[r].c = c
+		}
+		return err
+	})
+	tb.Cleanup(func() { closeWorld(envs) })
+	for r, err := range errs {
+		if err != nil {
+			tb.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return envs
+}
+
+// closeWorld closes every Comm concurrently, then the stores, rank 0's last
+// since it serves them.
+func closeWorld(envs []*rankEnv) {
+	var wg sync.WaitGroup
+	for _, e := range envs {
+		if e != nil && e.c != nil {
+			wg.Go(func() { e.c.Close() })
+		}
+	}
+	wg.Wait()
+	for r := len(envs) - 1; r >= 0; r-- {
+		if envs[r] != nil && envs[r].store != nil {
+			envs[r].store.Close()
+		}
+	}
+}
+
+// onEveryRank runs f for ranks 0..size-1 concurrently and returns the
+// errors by rank.
+func onEveryRank(size int, f func(r int) error) []error {
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r := range size {
+		wg.Go(func() { errs[r] = f(r) })
+	}
+	wg.Wait()
+	return errs
+}
+
+func firstErr(errs []error) error {
+	for r, err := range errs {
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// trackedBackend records the current and peak bytes of every (pool,
+// category), which backend.MemoryStats keeps per pool only.
+type trackedBackend struct {
+	backend.Backend
+	mu      sync.Mutex
+	current map[[2]int]int64
+	peak    map[[2]int]int64
+}
+
+func newTracked(be backend.Backend) *trackedBackend {
+	return &trackedBackend{Backend: be, current: map[[2]int]int64{}, peak: map[[2]int]int64{}}
+}
+
+func (t *trackedBackend) Alloc(pool backend.Pool, cat backend.Category, dt backend.DType, n int) (backend.Buffer, error) {
+	b, err := t.Backend.Alloc(pool, cat, dt, n)
+	if err == nil {
+		t.mu.Lock()
+		k := [2]int{int(pool), int(cat)}
+		t.current[k] += int64(b.Bytes())
+		t.peak[k] = max(t.peak[k], t.current[k])
+		t.mu.Unlock()
+	}
+	return b, err
+}
+
+func (t *trackedBackend) Free(b backend.Buffer) {
+	t.mu.Lock()
+	t.current[[2]int{int(b.Pool()), int(b.Category())}] -= int64(b.Bytes())
+	t.mu.Unlock()
+	t.Backend.Free(b)
+}
+
+// peakOf is the peak of one device category since the last resetPeaks.
+func (t *trackedBackend) peakOf(cat backend.Category) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.peak[[2]int{int(backend.Device), int(cat)}]
+}
+
+func (t *trackedBackend) resetPeaks() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, v := range t.current {
+		t.peak[k] = v
+	}
+}
+
+// groupsOf converts the model's layout into the engine's groups, as the
+// trainer does.
+func groupsOf(lay *model.Layout) []zero.Group {
+	gs := make([]zero.Group, lay.NumGroups())
+	for g := range gs {
+		off, n := lay.GroupRange(g)
+		gs[g] = zero.Group{Off: off, Len: n}
+		for _, t := range lay.GroupTensors(g) {
+			gs[g].Tensors = append(gs[g].Tensors, zero.Tensor{Off: t.Offset, Len: t.Len, Decay: t.Decay})
+		}
+	}
+	return gs
+}
+
+// run is one training setup shared by the reference and the ranks.
+type run struct {
+	cfg        model.Config
+	B, T, gas  int
+	steps      int
+	seed       uint64
+	adam       optim.AdamWConfig
+	clip       float64
+	world      int // ranks the global batch is split over
+	globalRows int // world·B sequences per micro-batch
+}
+
+func testRun(cfg model.Config, world, steps int) run {
+	adam := optim.DefaultAdamWConfig()
+	adam.LR, adam.WeightDecay = 1e-2, 0.1
+	return run{cfg: cfg, B: 2, T: 8, gas: 2, steps: steps, seed: 7, adam: adam, clip: 1.0, world: world, globalRows: world * 2}
+}
+
+// batch returns micro-batch (step, micro)'s global rows: inputs and
+// targets, row-major (world·B, T). The token stream is mostly a fixed
+// successor map with some noise, so the loss falls quickly and differences
+// in the parameters show in it.
+func (r run) batch(step, micro int) (inputs, targets []int32) {
+	rng := rand.New(rand.NewPCG(uint64(step)*131+uint64(micro), 17))
+	V := r.cfg.V
+	inputs = make([]int32, r.globalRows*r.T)
+	targets = make([]int32, r.globalRows*r.T)
+	for row := range r.globalRows {
+		tok := rng.IntN(V)
+		for t := 0; t <= r.T; t++ {
+			if t < r.T {
+				inputs[row*r.T+t] = int32(tok)
+			}
+			if t > 0 {
+				targets[row*r.T+t-1] = int32(tok)
+			}
+			if rng.IntN(10) == 0 {
+				tok = rng.IntN(V)
+			} else {
+				tok = (tok*5 + 3) % V
+			}
+		}
+	}
+	return inputs, targets
+}
+
+// rows cuts rank's B sequences out of a global micro-batch.
+func (r run) rows(x []int32, rank int) []int32 {
+	return x[rank*r.B*r.T : (rank+1)*r.B*r.T]
+}
+
+// stepResult is what one optimizer step reports.
+type stepResult struct {
+	loss, norm float64
+}
+
+// reference trains the single-process model over the same global batches:
+// one Forward of world·B sequences per micro-step, gradient of the mean
+// over every token of the step, clipping by the float64 global norm, and
+// backend AdamW per tensor with its decay flag.
+func reference(tb testing.TB, r run) ([]stepResult, []float32) {
+	tb.Helper()
+	be := cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1})
+	m, err := model.New(be, r.cfg, model.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer m.Free()
+	if err := m.SetParams(model.InitParams(r.cfg, r.seed)); err != nil {
+		tb.Fatal(err)
+	}
+	n := m.Params().Len()
+	mom, _ := be.Alloc(backend.Device, backend.Optimizer, backend.F32, n)
+	vel, _ := be.Alloc(backend.Device, backend.Optimizer, backend.F32, n)
+	defer be.Free(mom)
+	defer be.Free(vel)
+	var out []stepResult
+	rowsB := r.globalRows
+	for step := 1; step <= r.steps; step++ {
+		m.ZeroGrad()
+		var lossSum float64
+		for micro := range r.gas {
+			in, tg := r.batch(step, micro)
+			loss, err := m.Forward(in, tg, rowsB, r.T)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if err := m.Backward(float32(1 / float64(rowsB*r.T*r.gas))); err != nil {
+				tb.Fatal(err)
+			}
+			lossSum += float64(loss)
+		}
+		g, err := m.HostGrads()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var sq float64
+		for _, x := range g {
+			sq += float64(x) * float64(x)
+		}
+		norm := math.Sqrt(sq)
+		coef := math.Min(1, r.clip/(norm+1e-6))
+		for _, t := range m.Layout().Tensors() {
+			hp := optim.StepParams(r.adam, r.adam.LR, step, coef, t.Decay)
+			be.AdamW(m.Params().Slice(t.Offset, t.Len), backend.Buffer{}, m.Grads().Slice(t.Offset, t.Len),
+				mom.Slice(t.Offset, t.Len), vel.Slice(t.Offset, t.Len), hp)
+		}
+		out = append(out, stepResult{loss: lossSum / float64(r.gas), norm: norm})
+	}
+	p, err := m.HostParams()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out, p
+}
+
+// rankState is one rank's model and engine.
+type rankState struct {
+	env *rankEnv
+	m   *model.Model
+	eng *zero.Engine
+	lay *model.Layout
+}
+
+// newRank builds rank r's engine and model and initializes the weights
+// group by group.
+func newRank(ctx context.Context, env *rankEnv, r run, o zero.Options) (*rankState, error) {
+	lay := model.NewLayout(r.cfg)
+	eng, err := zero.New(ctx, env.be, env.c, groupsOf(lay), o)
+	if err != nil {
+		return nil, err
+	}
+	if err := eng.InitParams(func(g int) ([]float32, error) { return model.InitGroup(lay, r.seed, g), nil }); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	m, err := model.New(env.be, r.cfg, model.Options{Store: eng})
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	return &rankState{env: env, m: m, eng: eng, lay: lay}, nil
+}
+
+func (s *rankState) close() {
+	s.m.Free()
+	s.eng.Close()
+}
+
+// step runs one optimizer step on this rank: gas micro-batches of its B
+// rows, the global mean loss averaged over ranks through the engine, and
+// Step.
+func (s *rankState) step(ctx context.Context, r run, step, rank int) (stepResult, error) {
+	if err := s.eng.ZeroGrad(); err != nil {
+		return stepResult{}, err
+	}
+	var lossSum float64
+	for micro := range r.gas {
+		in, tg := r.batch(step, micro)
+		loss, err := s.m.Forward(r.rows(in, rank), r.rows(tg, rank), r.B, r.T)
+		if err != nil {
+			return stepResult{}, err
+		}
+		if err := s.m.Backward(float32(1 / float64(r.B*r.T*r.gas*r.world))); err != nil {
+			return stepResult{}, err
+		}
+		lossSum += float64(loss)
+	}
+	loss, err := s.globalMean(ctx, lossSum/float64(r.gas))
+	if err != nil {
+		return stepResult{}, err
+	}
+	norm, err := s.eng.Step(ctx, zero.StepInput{LR: r.adam.LR, Step: step, ClipNorm: r.clip,
+		Hyper: func(decay bool) backend.AdamWParams { return optim.StepParams(r.adam, r.adam.LR, step, 1, decay) }})
+	if err != nil {
+		return stepResult{}, err
+	}
+	return stepResult{loss: loss, norm: norm}, nil
+}
+
+// globalMean averages x over the ranks with the Comm, in order with the
+// engine's collectives.
+func (s *rankState) globalMean(ctx context.Context, x float64) (float64, error) {
+	be := s.env.be
+	buf, err := be.Alloc(backend.Device, backend.Workspace, backend.F32, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer be.Free(buf)
+	if err := backend.WriteF32(be, buf, []float32{float32(x)}); err != nil {
+		return 0, err
+	}
+	if err := s.eng.Collective(ctx, "average the loss", func(ctx context.Context, c comm.Comm) error {
+		return c.AllReduce(ctx, buf, comm.Avg)
+	}); err != nil {
+		return 0, err
+	}
+	v, err := backend.ReadF32(be, buf)
+	if err != nil {
+		return 0, err
+	}
+	return float64(v[0]), nil
+}
+
+func relDiff(a, b float64) float64 {
+	return math.Abs(a-b) / math.Max(math.Abs(b), 1e-30)
+}
