@@ -65,3 +65,19 @@ func WriteI32(be Backend, dst Buffer, src []int32) error {
 	}
 	return be.Upload(dst, buf)
 }
+
+// ReadI32 downloads an I32 buffer exactly.
+func ReadI32(be Backend, src Buffer) ([]int32, error) {
+	if src.DType() != I32 {
+		return nil, fmt.Errorf("read %s as int32", src)
+	}
+	buf := make([]byte, src.Bytes())
+	if err := be.Download(buf, src); err != nil {
+		return nil, err
+	}
+	out := make([]int32, src.Len())
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(buf[4*i:]))
+	}
+	return out, nil
+}

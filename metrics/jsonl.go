@@ -13,16 +13,16 @@ import (
 // StepRecord is one optimizer step as written to metrics.jsonl. Loss is the
 // global-batch mean the step optimized; LR the rate the step used.
 type StepRecord struct {
-	Step            int         `json:"step"`
-	Loss            float64     `json:"loss"`
-	LR              float64     `json:"lr"`
-	GradNorm        float64     `json:"grad_norm"`
-	TokensPerSecond float64     `json:"tokens_per_second"`
-	LossScale       float64     `json:"loss_scale"`
-	MFU             float64     `json:"mfu"`
-	Tokens          int64       `json:"tokens"`
-	StepSeconds     float64     `json:"step_seconds"`
-	Memory          MemoryBytes `json:"memory"`
+	Step            int        `json:"step"`
+	Loss            float64    `json:"loss"`
+	LR              float64    `json:"lr"`
+	GradNorm        float64    `json:"grad_norm"`
+	TokensPerSecond float64    `json:"tokens_per_second"`
+	LossScale       float64    `json:"loss_scale"`
+	MFU             float64    `json:"mfu"`
+	Tokens          int64      `json:"tokens"`
+	StepSeconds     float64    `json:"step_seconds"`
+	Memory          RankMemory `json:"memory"`
 }
 
 // EvalRecord is one evaluation, written on its own line.
@@ -35,6 +35,9 @@ type EvalRecord struct {
 // MemoryBytes is a rank's memory by pool and category, in bytes, with the
 // peak of each pool: {"device": {"params": 123, ...}, "peak": {"device": 456}}.
 type MemoryBytes map[string]map[string]int64
+
+// RankMemory is every rank's memory, indexed by rank.
+type RankMemory []MemoryBytes
 
 // MemoryOf converts backend accounting into the JSON shape, leaving out zero
 // entries so lines stay short.

@@ -25,6 +25,12 @@ func checkSupported(c *config.Config) error {
 	if c.Scheduler != nil && !c.Scheduler.Supported {
 		bad = append(bad, fmt.Sprintf("scheduler.type %q: gotrain implements WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle and LRRangeTest", c.Scheduler.Type))
 	}
+	if o := c.ZeRO.OffloadOptimizer; o != nil && o.Device != "none" {
+		bad = append(bad, fmt.Sprintf(`zero_optimization.offload_optimizer.device %q: optimizer offload is not supported yet; set "device": "none" or remove the block`, o.Device))
+	}
+	if o := c.ZeRO.OffloadParam; o != nil && o.Device != "none" {
+		bad = append(bad, fmt.Sprintf(`zero_optimization.offload_param.device %q: parameter offload is not supported yet; set "device": "none" or remove the block`, o.Device))
+	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%s: cannot train with this config:\n  %s", c.File, strings.Join(bad, "\n  "))
 	}

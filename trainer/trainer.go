@@ -1,7 +1,8 @@
 // Package trainer owns the training loop: micro-steps and gradient
-// accumulation from the DeepSpeed config, the optimizer step with clipping and
-// the scheduler, evaluation, the metrics log and the progress line, and the
-// final weights. It knows interfaces only: cmd/gotrain passes in the Backend.
+// accumulation from the DeepSpeed config, the ZeRO engine's gradient
+// reduction and optimizer step with clipping and the scheduler, evaluation,
+// the metrics log and the progress line (rank 0), and the final weights. It
+// knows interfaces only: cmd/gotrain passes in the Backend and the Comm.
 package trainer
 
 import (
@@ -15,19 +16,24 @@ import (
 	"time"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/data"
 	"github.com/gotrain/gotrain/metrics"
 	"github.com/gotrain/gotrain/model"
 	"github.com/gotrain/gotrain/optim"
+	"github.com/gotrain/gotrain/zero"
 )
 
 // Options are one training run's settings, already resolved from the config
 // file and the flags.
 type Options struct {
 	Config *config.Config // the DeepSpeed config, "auto" resolved
-	Batch  config.Batch   // the resolved batch triangle
+	Batch  config.Batch   // the resolved batch triangle; Batch.WorldSize must equal the Comm's size
 	Model  model.Config
+	// Comm connects the data-parallel ranks; nil runs one process
+	// (comm.Solo). Every rank calls Run with the same options.
+	Comm comm.Comm
 
 	InitFrom string // HF safetensors or llm.c .bin weights; empty: random init
 	Seed     uint64
@@ -44,9 +50,9 @@ type Options struct {
 	// CheckpointHost keeps those inputs in host memory (cpu_checkpointing).
 	Checkpoint, CheckpointHost bool
 
-	OutputDir  string    // metrics.jsonl and model.safetensors go here
+	OutputDir  string    // metrics.jsonl and model.safetensors go here (rank 0 writes)
 	PeakFLOPS  float64   // per-rank peak FLOP/s for MFU; 0: MFU not reported
-	Log        io.Writer // progress lines (rank 0); nil: discard
+	Log        io.Writer // progress lines (rank 0 only); nil: discard
 	PrintEvery int       // steps between progress lines; 0: steps_per_print or 10
 }
 
@@ -57,15 +63,15 @@ type Result struct {
 	FinalLoss       float64
 	FirstValLoss    float64 // NaN without val data
 	FinalValLoss    float64
-	TokensPerSecond float64 // over the run, excluding the first step
-	MFU             float64
+	TokensPerSecond float64 // all ranks together, over the run excluding the first step
+	MFU             float64 // per rank
 	WeightsPath     string
 }
 
 // Run trains a model from scratch (or from InitFrom) for MaxSteps optimizer
 // steps on be.
 func Run(ctx context.Context, be backend.Backend, opts Options) (*Result, error) {
-	t, err := newRun(be, opts)
+	t, err := newRun(ctx, be, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -74,14 +80,17 @@ func Run(ctx context.Context, be backend.Backend, opts Options) (*Result, error)
 }
 
 type run struct {
-	be   backend.Backend
-	o    Options
-	m    *model.Model
-	opt  optim.AdamWConfig
-	sch  optim.Scheduler
-	mom  backend.Buffer // AdamW first moment, mirrors the flat parameters
-	vel  backend.Buffer // AdamW second moment
-	runs []paramRun     // parameter ranges with one weight-decay setting
+	be      backend.Backend
+	o       Options
+	c       comm.Comm
+	rank    int
+	world   int
+	eng     *zero.Engine
+	m       *model.Model
+	opt     optim.AdamWConfig
+	sch     optim.Scheduler
+	scalar  backend.Buffer // F32 (1): a value averaged over ranks
+	memBufs [2]backend.Buffer
 
 	train *data.Loader
 	val   *data.EvalLoader
@@ -92,14 +101,7 @@ type run struct {
 	prog metrics.Progress
 }
 
-// paramRun is a contiguous range of the flat parameters that shares one
-// weight-decay setting, so AdamW runs once per range instead of per tensor.
-type paramRun struct {
-	off, n int
-	decay  bool
-}
-
-func newRun(be backend.Backend, o Options) (*run, error) {
+func newRun(ctx context.Context, be backend.Backend, o Options) (*run, error) {
 	if o.Config == nil {
 		return nil, errors.New("trainer: no config")
 	}
@@ -109,8 +111,12 @@ func newRun(be backend.Backend, o Options) (*run, error) {
 	if o.SeqLen < 1 || o.SeqLen > o.Model.MaxT {
 		return nil, fmt.Errorf("--seq-len %d: must be between 1 and the model's n_positions %d", o.SeqLen, o.Model.MaxT)
 	}
-	if o.Batch.WorldSize != 1 {
-		return nil, fmt.Errorf("this trainer runs one process; the config was resolved for world size %d", o.Batch.WorldSize)
+	c := o.Comm
+	if c == nil {
+		c = comm.NewSolo(be)
+	}
+	if o.Batch.WorldSize != c.Size() {
+		return nil, fmt.Errorf("the batch sizes were resolved for %d ranks but %d are running", o.Batch.WorldSize, c.Size())
 	}
 	if err := checkSupported(o.Config); err != nil {
 		return nil, err
@@ -127,18 +133,21 @@ func newRun(be backend.Backend, o Options) (*run, error) {
 			o.PrintEvery = v
 		}
 	}
-	r := &run{be: be, o: o, prog: metrics.Progress{W: o.Log, TotalSteps: o.MaxSteps}}
-	if err := r.setup(); err != nil {
+	if c.Rank() != 0 {
+		o.Log = io.Discard
+	}
+	r := &run{be: be, o: o, c: c, rank: c.Rank(), world: c.Size(), prog: metrics.Progress{W: o.Log, TotalSteps: o.MaxSteps}}
+	if err := r.setup(ctx); err != nil {
 		r.close()
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *run) setup() error {
+func (r *run) setup(ctx context.Context) error {
 	o := r.o
-	var host []float32
 	cfg := o.Model
+	var host []float32 // --init-from weights; nil: random init, one group at a time
 	if o.InitFrom != "" {
 		c, p, err := model.InitFrom(o.InitFrom, &cfg)
 		if err != nil {
@@ -148,29 +157,41 @@ func (r *run) setup() error {
 			return fmt.Errorf("--init-from %s holds a model with %+v, but --model asks for %+v; drop --model or pass the matching one", o.InitFrom, c, cfg)
 		}
 		host = p
-	} else {
-		host = model.InitParams(cfg, o.Seed)
 	}
-	mopts := model.Options{Checkpoint: o.Checkpoint}
-	if o.CheckpointHost {
-		mopts.CheckpointPool = backend.HostPinned
-	}
-	m, err := model.New(r.be, cfg, mopts)
+	lay := model.NewLayout(cfg)
+	eng, err := zero.New(ctx, r.be, r.c, engineGroups(lay), engineOptions(o.Config))
 	if err != nil {
 		return err
 	}
-	r.m = m
-	if err := m.SetParams(host); err != nil {
+	r.eng = eng
+	err = eng.InitParams(func(g int) ([]float32, error) {
+		if host != nil {
+			off, n := lay.GroupRange(g)
+			return host[off : off+n], nil
+		}
+		return model.InitGroup(lay, o.Seed, g), nil
+	})
+	if err != nil {
 		return err
 	}
-	n := m.Params().Len()
-	if r.mom, err = r.be.Alloc(backend.Device, backend.Optimizer, backend.F32, n); err != nil {
-		return fmt.Errorf("allocate AdamW moments: %w", err)
+	host = nil
+	mopts := model.Options{Store: eng, Checkpoint: o.Checkpoint}
+	if o.CheckpointHost {
+		mopts.CheckpointPool = backend.HostPinned
 	}
-	if r.vel, err = r.be.Alloc(backend.Device, backend.Optimizer, backend.F32, n); err != nil {
-		return fmt.Errorf("allocate AdamW moments: %w", err)
+	if r.m, err = model.New(r.be, cfg, mopts); err != nil {
+		return err
 	}
-	r.runs = decayRuns(m.Layout())
+	if r.scalar, err = r.be.Alloc(backend.Device, backend.Comm, backend.F32, 1); err != nil {
+		return err
+	}
+	n := len(backend.Pools()) * (len(backend.Categories()) + 1) * 2
+	if r.memBufs[0], err = r.be.Alloc(backend.Host, backend.Comm, backend.I32, n); err != nil {
+		return err
+	}
+	if r.memBufs[1], err = r.be.Alloc(backend.Host, backend.Comm, backend.I32, n*r.world); err != nil {
+		return err
+	}
 
 	if r.opt, err = adamWConfig(o.Config.Optimizer); err != nil {
 		return err
@@ -180,23 +201,25 @@ func (r *run) setup() error {
 	}
 
 	B, T := o.Batch.MicroBatch, o.SeqLen
-	if r.train, err = data.NewLoader(data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: 0, WorldSize: 1, Shuffle: o.Shuffle, Seed: o.Seed}); err != nil {
+	lo := data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: r.rank, WorldSize: r.world, Shuffle: o.Shuffle, Seed: o.Seed}
+	if r.train, err = data.NewLoader(lo); err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
 	for _, s := range r.train.SkippedShards() {
-		fmt.Fprintf(o.Log, "warning: shard %s holds fewer than B·T+1 = %d tokens; skipped\n", s, B*T+1)
+		fmt.Fprintf(o.Log, "warning: shard %s holds fewer than %d tokens (ranks × B·T + 1); skipped\n", s, r.world*B*T+1)
 	}
 	if len(o.ValData) > 0 {
-		if r.val, err = data.NewEvalLoader(data.LoaderOptions{Shards: o.ValData, B: B, T: T, Rank: 0, WorldSize: 1}, o.EvalBatches); err != nil {
+		vo := data.LoaderOptions{Shards: o.ValData, B: B, T: T, Rank: r.rank, WorldSize: r.world}
+		if r.val, err = data.NewEvalLoader(vo, o.EvalBatches); err != nil {
 			return fmt.Errorf("--val-data: %w", err)
 		}
 	}
 	r.in = make([]int32, B*T)
 	r.tg = make([]int32, B*T)
-	if err := m.ReserveActivations(B, T); err != nil {
+	if err := r.m.ReserveActivations(B, T); err != nil {
 		return err
 	}
-	if o.OutputDir != "" {
+	if o.OutputDir != "" && r.rank == 0 {
 		if err := os.MkdirAll(o.OutputDir, 0o755); err != nil {
 			return fmt.Errorf("--output-dir: %w", err)
 		}
@@ -205,6 +228,33 @@ func (r *run) setup() error {
 		}
 	}
 	return nil
+}
+
+// engineGroups describes the model's parameter groups to the ZeRO engine.
+func engineGroups(lay *model.Layout) []zero.Group {
+	gs := make([]zero.Group, lay.NumGroups())
+	for g := range gs {
+		off, n := lay.GroupRange(g)
+		gs[g] = zero.Group{Off: off, Len: n}
+		for _, t := range lay.GroupTensors(g) {
+			gs[g].Tensors = append(gs[g].Tensors, zero.Tensor{Off: t.Offset, Len: t.Len, Decay: t.Decay})
+		}
+	}
+	return gs
+}
+
+// engineOptions maps zero_optimization onto the engine.
+func engineOptions(c *config.Config) zero.Options {
+	z := c.ZeRO
+	o := zero.DefaultOptions(z.Stage)
+	o.ReduceBucketSize = z.ReduceBucketSize
+	o.AllgatherBucketSize = z.AllgatherBucketSize
+	o.PrefetchBucketSize = z.Stage3PrefetchBucketSize
+	o.MaxLiveParameters = z.Stage3MaxLiveParameters
+	o.MaxReuseDistance = z.Stage3MaxReuseDistance
+	o.PersistenceThreshold = z.Stage3ParamPersistenceThreshold
+	o.OverlapComm = z.OverlapComm
+	return o
 }
 
 func (r *run) close() {
@@ -217,7 +267,7 @@ func (r *run) close() {
 	if r.log != nil {
 		r.log.Close()
 	}
-	for _, b := range []backend.Buffer{r.mom, r.vel} {
+	for _, b := range []backend.Buffer{r.scalar, r.memBufs[0], r.memBufs[1]} {
 		if !b.IsNil() {
 			r.be.Free(b)
 		}
@@ -225,33 +275,22 @@ func (r *run) close() {
 	if r.m != nil {
 		r.m.Free()
 	}
-}
-
-// decayRuns merges the layout's tensors into maximal contiguous runs with the
-// same decay flag (matrices and embeddings decay; biases and norm gains don't).
-func decayRuns(lay *model.Layout) []paramRun {
-	var out []paramRun
-	for _, t := range lay.Tensors() {
-		if k := len(out) - 1; k >= 0 && out[k].decay == t.Decay && out[k].off+out[k].n == t.Offset {
-			out[k].n += t.Len
-			continue
-		}
-		out = append(out, paramRun{off: t.Offset, n: t.Len, decay: t.Decay})
+	if r.eng != nil {
+		r.eng.Close()
 	}
-	return out
 }
 
 func (r *run) loop(ctx context.Context) (*Result, error) {
 	o := r.o
 	B, T, gas := o.Batch.MicroBatch, o.SeqLen, o.Batch.GradAccum
-	tokensPerStep := int64(B * T * gas * o.Batch.WorldSize)
+	tokensPerStep := int64(B * T * gas * r.world)
 	flopsPerToken := o.Model.FlopsPerToken(T)
 	res := &Result{FirstValLoss: math.NaN(), FinalValLoss: math.NaN()}
 	var afterFirst time.Time
 	var tokens int64
 
 	if r.val != nil {
-		vl, err := r.evaluate()
+		vl, err := r.evaluate(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -268,11 +307,14 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			return res, fmt.Errorf("stopped at step %d: %w", step, err)
 		}
 		t0 := time.Now()
-		r.m.ZeroGrad()
+		if err := r.eng.ZeroGrad(); err != nil {
+			return res, fmt.Errorf("step %d: %w", step, err)
+		}
 		var lossSum float64
-		// Each micro-batch's loss is a mean over B·T tokens; scaling its gradient
-		// by 1/(B·T·gas) makes the accumulated gradient that of the global mean.
-		dloss := float32(1.0 / float64(B*T*gas))
+		// Each micro-batch's loss is a mean over B·T tokens; scaling its
+		// gradient by 1/(B·T·gas·world) makes the gradient summed over the
+		// micro-batches and reduced (summed) over ranks that of the global mean.
+		dloss := float32(1.0 / float64(B*T*gas*r.world))
 		for micro := 0; micro < gas; micro++ {
 			if err := r.train.Next(r.in, r.tg); err != nil {
 				return res, fmt.Errorf("step %d: read batch: %w", step, err)
@@ -286,19 +328,24 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			}
 			lossSum += float64(loss)
 		}
-		loss := lossSum / float64(gas)
+		loss, err := r.average(ctx, lossSum/float64(gas))
+		if err != nil {
+			return res, fmt.Errorf("step %d: %w", step, err)
+		}
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			return res, fmt.Errorf("step %d: loss is %v; lower the learning rate or enable gradient_clipping", step, loss)
 		}
 
-		norm := math.Sqrt(r.be.SumSquares(r.m.Grads()))
-		if math.IsNaN(norm) || math.IsInf(norm, 0) {
-			return res, fmt.Errorf("step %d: gradient norm is %v; lower the learning rate or enable gradient_clipping", step, norm)
-		}
-		coef := optim.ClipCoef(norm, o.Config.GradientClipping)
 		lr := r.sch.LR(r.opt.LR)
 		cfg := r.opt.Scheduled(r.sch)
-		r.adamW(cfg, lr, step, coef)
+		norm, err := r.eng.Step(ctx, zero.StepInput{LR: lr, Step: step, ClipNorm: o.Config.GradientClipping,
+			Hyper: func(decay bool) backend.AdamWParams { return optim.StepParams(cfg, lr, step, 1, decay) }})
+		if errors.Is(err, zero.ErrNonFiniteGradients) {
+			return res, fmt.Errorf("step %d: the gradient holds NaN or Inf (norm %v); lower the learning rate or enable gradient_clipping", step, norm)
+		}
+		if err != nil {
+			return res, fmt.Errorf("step %d: %w", step, err)
+		}
 		r.sch.Step()
 		if err := r.be.Sync(); err != nil {
 			return res, fmt.Errorf("step %d: %w", step, err)
@@ -311,12 +358,16 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			res.FirstLoss = loss
 		}
 		tps := float64(tokensPerStep) / dt.Seconds()
+		mem, err := r.memory(ctx)
+		if err != nil {
+			return res, fmt.Errorf("step %d: %w", step, err)
+		}
 		rec := metrics.StepRecord{
 			Step: step, Loss: loss, LR: lr, GradNorm: norm, TokensPerSecond: tps, LossScale: 1,
-			Tokens: tokens, StepSeconds: dt.Seconds(), Memory: metrics.MemoryOf(r.be.Memory()),
+			Tokens: tokens, StepSeconds: dt.Seconds(), Memory: mem,
 		}
 		if o.PeakFLOPS > 0 {
-			rec.MFU = tps * flopsPerToken / o.PeakFLOPS
+			rec.MFU = tps / float64(r.world) * flopsPerToken / o.PeakFLOPS
 		}
 		if err := r.writeLog(rec); err != nil {
 			return res, err
@@ -327,7 +378,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		res.Steps, res.FinalLoss = step, loss
 
 		if r.val != nil && ((o.EvalEvery > 0 && step%o.EvalEvery == 0) || step == o.MaxSteps) {
-			vl, err := r.evaluate()
+			vl, err := r.evaluate(ctx)
 			if err != nil {
 				return res, err
 			}
@@ -341,11 +392,11 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	if o.MaxSteps > 1 {
 		res.TokensPerSecond = float64(tokens-tokensPerStep) / time.Since(afterFirst).Seconds()
 		if o.PeakFLOPS > 0 {
-			res.MFU = res.TokensPerSecond * flopsPerToken / o.PeakFLOPS
+			res.MFU = res.TokensPerSecond / float64(r.world) * flopsPerToken / o.PeakFLOPS
 		}
 	}
 	if o.OutputDir != "" {
-		path, err := r.saveWeights()
+		path, err := r.saveWeights(ctx)
 		if err != nil {
 			return res, err
 		}
@@ -354,18 +405,9 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-// adamW updates every parameter range with the step's hyperparameters.
-func (r *run) adamW(cfg optim.AdamWConfig, lr float64, step int, gradScale float64) {
-	p, g := r.m.Params(), r.m.Grads()
-	for _, pr := range r.runs {
-		hp := optim.StepParams(cfg, lr, step, gradScale, pr.decay)
-		r.be.AdamW(p.Slice(pr.off, pr.n), backend.Buffer{}, g.Slice(pr.off, pr.n),
-			r.mom.Slice(pr.off, pr.n), r.vel.Slice(pr.off, pr.n), hp)
-	}
-}
-
-// evaluate returns the mean loss over the val loader's batches.
-func (r *run) evaluate() (float64, error) {
+// evaluate returns the mean loss over the val loader's batches, averaged
+// over ranks (each reads its own chunks of the val split).
+func (r *run) evaluate(ctx context.Context) (float64, error) {
 	r.val.Reset()
 	B, T := r.o.Batch.MicroBatch, r.o.SeqLen
 	var sum float64
@@ -386,9 +428,30 @@ func (r *run) evaluate() (float64, error) {
 		n++
 	}
 	if n == 0 {
-		return 0, fmt.Errorf("eval: the val data holds no batch of B·T+1 = %d tokens", B*T+1)
+		return 0, fmt.Errorf("eval: the val data holds no batch of ranks × B·T + 1 = %d tokens", r.world*B*T+1)
 	}
-	return sum / float64(n), nil
+	return r.average(ctx, sum/float64(n))
+}
+
+// average returns x averaged over the ranks (x itself with one rank).
+func (r *run) average(ctx context.Context, x float64) (float64, error) {
+	if r.world == 1 {
+		return x, nil
+	}
+	if err := backend.WriteF32(r.be, r.scalar, []float32{float32(x)}); err != nil {
+		return 0, err
+	}
+	err := r.eng.Collective(ctx, "average", func(ctx context.Context, c comm.Comm) error {
+		return c.AllReduce(ctx, r.scalar, comm.Avg)
+	})
+	if err != nil {
+		return 0, err
+	}
+	v, err := backend.ReadF32(r.be, r.scalar)
+	if err != nil {
+		return 0, err
+	}
+	return float64(v[0]), nil
 }
 
 func (r *run) writeLog(rec any) error {
@@ -399,11 +462,15 @@ func (r *run) writeLog(rec any) error {
 }
 
 // saveWeights writes <output-dir>/model.safetensors (Hugging Face GPT-2 names)
-// and config.json beside it.
-func (r *run) saveWeights() (string, error) {
-	host, err := r.m.HostParams()
+// and config.json beside it. Every rank takes part in gathering the
+// parameters; rank 0 writes.
+func (r *run) saveWeights(ctx context.Context) (string, error) {
+	host, err := r.eng.HostParams(ctx)
 	if err != nil {
 		return "", err
+	}
+	if r.rank != 0 {
+		return "", nil
 	}
 	path := filepath.Join(r.o.OutputDir, "model.safetensors")
 	if err := model.SaveHF(path, r.o.Model, host, backend.F32); err != nil {
@@ -413,4 +480,53 @@ func (r *run) saveWeights() (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// memory gathers every rank's memory accounting for metrics.jsonl: each
+// byte count travels as two int32 halves (31 bits each) through one
+// all-gather, so sizes beyond 2 GiB stay exact.
+func (r *run) memory(ctx context.Context) (metrics.RankMemory, error) {
+	local := r.be.Memory()
+	if r.world == 1 {
+		return metrics.RankMemory{metrics.MemoryOf(local)}, nil
+	}
+	var vals []int64
+	for _, p := range backend.Pools() {
+		for _, c := range backend.Categories() {
+			vals = append(vals, local.Current[p][c])
+		}
+		vals = append(vals, local.Peak[p])
+	}
+	enc := make([]int32, 0, 2*len(vals))
+	for _, v := range vals {
+		enc = append(enc, int32(v>>31), int32(v&(1<<31-1)))
+	}
+	if err := backend.WriteI32(r.be, r.memBufs[0], enc); err != nil {
+		return nil, err
+	}
+	err := r.eng.Collective(ctx, "memory report", func(ctx context.Context, c comm.Comm) error {
+		return c.AllGather(ctx, r.memBufs[1], r.memBufs[0])
+	})
+	if err != nil {
+		return nil, err
+	}
+	all, err := backend.ReadI32(r.be, r.memBufs[1])
+	if err != nil {
+		return nil, err
+	}
+	out := make(metrics.RankMemory, r.world)
+	for rank := range out {
+		var s backend.MemoryStats
+		k := rank * len(enc)
+		for _, p := range backend.Pools() {
+			for _, c := range backend.Categories() {
+				s.Current[p][c] = int64(all[k])<<31 | int64(all[k+1])
+				k += 2
+			}
+			s.Peak[p] = int64(all[k])<<31 | int64(all[k+1])
+			k += 2
+		}
+		out[rank] = metrics.MemoryOf(s)
+	}
+	return out, nil
 }

@@ -1,20 +1,27 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/backend/cpu"
 	"github.com/gotrain/gotrain/blas"
+	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/comm/tcp"
 	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/configs"
 	"github.com/gotrain/gotrain/data"
+	"github.com/gotrain/gotrain/launch"
 	"github.com/gotrain/gotrain/model"
 	"github.com/gotrain/gotrain/trainer"
 )
@@ -46,6 +53,7 @@ func trainCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads for the CPU backend and BLAS (0: all cores)"},
 			&cli.Float64Flag{Name: "peak-flops", Usage: "peak FLOP/s of one rank for MFU (0: measure the sgemm roofline at start-up)"},
 			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},
+			&cli.DurationFlag{Name: "comm-timeout", Value: comm.DefaultTimeout, Usage: "deadline of every collective and of the rendezvous (a hung peer fails the run after this)"},
 			// "auto" sources, named as Hugging Face TrainingArguments name them.
 			&cli.IntFlag{Name: "micro-batch-size", Aliases: []string{"per_device_train_batch_size"}, Usage: "fills train_micro_batch_size_per_gpu: \"auto\""},
 			&cli.IntFlag{Name: "gradient-accumulation-steps", Aliases: []string{"gradient_accumulation_steps"}, Usage: "fills gradient_accumulation_steps: \"auto\""},
@@ -60,7 +68,17 @@ func trainCommand() *cli.Command {
 
 func runTrain(c *cli.Context) error {
 	out := c.App.Writer
-	ov := config.Overrides{WorldSize: 1}
+	if err := checkDevice(c.String("device")); err != nil {
+		return err
+	}
+	rk, distributed, err := launch.DetectRank(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if !distributed {
+		rk = launch.Rank{WorldSize: 1, LocalWorldSize: 1}
+	}
+	ov := config.Overrides{WorldSize: rk.WorldSize}
 	if c.IsSet("micro-batch-size") {
 		ov.MicroBatch = config.Some(c.Int("micro-batch-size"))
 	}
@@ -85,10 +103,18 @@ func runTrain(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
 	}
+	if c.String("init-from") == "" {
+		if mcfg, err = vocabFromData(mcfg, c.String("model"), c.StringSlice("data")); err != nil {
+			return err
+		}
+	}
 	ov.Hidden = mcfg.C
 
+	if rk.Rank != 0 {
+		out = io.Discard // rank 0 speaks for the job; errors still reach stderr
+	}
 	cfg, err := loadTrainConfig(c.String("config"), config.Options{Strict: !c.Bool("allow-unknown-keys"), Overrides: ov})
-	if cfg != nil {
+	if cfg != nil && rk.Rank == 0 {
 		for _, w := range cfg.Warnings {
 			fmt.Fprintln(c.App.ErrWriter, w)
 		}
@@ -96,26 +122,40 @@ func runTrain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	batch, err := cfg.Resolve(1)
+	batch, err := cfg.Resolve(rk.WorldSize)
 	if err != nil {
 		return err
 	}
 
-	be, info, err := newBackend(c.String("device"), c.Int("threads"))
+	// Ranks sharing a machine share its cores.
+	threads := c.Int("threads")
+	if threads <= 0 {
+		threads = max(1, runtime.NumCPU()/max(1, rk.LocalWorldSize))
+	}
+	be, info, err := newBackend(c.String("device"), threads)
 	if err != nil {
 		return err
+	}
+	var cm comm.Comm
+	if rk.WorldSize > 1 {
+		cm, err = connect(c.Context, rk, be, c.Duration("comm-timeout"))
+		if err != nil {
+			return err
+		}
+		defer cm.Close()
 	}
 	peak := c.Float64("peak-flops")
 	if peak == 0 {
 		peak = blas.MeasurePeak(info.impl, 0.5) * 1e9
 	}
-	fmt.Fprintf(out, "gotrain %s | device %s | BLAS %s | sgemm roofline %.1f GFLOP/s\n", Version, be.Name(), info.describe(), peak/1e9)
-	fmt.Fprintf(out, "model %s: %s parameters | micro-batch %d × seq %d × grad-accum %d = %d tokens/step\n",
+	fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d | device %s | BLAS %s, %d threads/rank | sgemm roofline %.1f GFLOP/s per rank\n",
+		Version, rk.WorldSize, cfg.ZeRO.Stage, be.Name(), info.describe(), threads, peak/1e9)
+	fmt.Fprintf(out, "model %s: %s parameters | micro-batch %d × seq %d × grad-accum %d × ranks %d = %d tokens/step\n",
 		c.String("model"), commas(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
-		batch.TrainBatchSize*c.Int("seq-len"))
+		rk.WorldSize, batch.TrainBatchSize*c.Int("seq-len"))
 
 	res, err := trainer.Run(c.Context, be, trainer.Options{
-		Config: cfg, Batch: batch, Model: mcfg,
+		Config: cfg, Batch: batch, Model: mcfg, Comm: cm,
 		InitFrom: c.String("init-from"), Seed: c.Uint64("seed"),
 		Data: c.StringSlice("data"), ValData: c.StringSlice("val-data"),
 		SeqLen: c.Int("seq-len"), MaxSteps: c.Int("max-steps"),
@@ -126,6 +166,9 @@ func runTrain(c *cli.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if rk.Rank != 0 {
+		return nil
 	}
 	if res.WeightsPath != "" {
 		if err := copyTokenizerInfo(c.StringSlice("data"), c.String("output-dir")); err != nil {
@@ -169,14 +212,51 @@ func (b blasInfo) describe() string {
 	return s
 }
 
-// newBackend picks the backend for --device.
-func newBackend(device string, threads int) (backend.Backend, blasInfo, error) {
+// connect joins the job's rendezvous (rank 0 serves it at MASTER_ADDR:PORT)
+// and opens the TCP collectives between the ranks.
+func connect(ctx context.Context, rk launch.Rank, be backend.Backend, timeout time.Duration) (comm.Comm, error) {
+	st, err := comm.Rendezvous(ctx, comm.RendezvousOptions{Rank: rk.Rank, Size: rk.WorldSize,
+		Addr: rk.MasterAddr, Port: rk.MasterPort, Timeout: timeout, ConfigHash: Version})
+	if err != nil {
+		return nil, err
+	}
+	c, err := tcp.New(ctx, st, be, tcp.Options{Rank: rk.Rank, Size: rk.WorldSize, Timeout: timeout})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &storeComm{Comm: c, store: st}, nil
+}
+
+// storeComm closes the rendezvous store with the Comm.
+type storeComm struct {
+	comm.Comm
+	store comm.Store
+}
+
+func (s *storeComm) Close() error {
+	err := s.Comm.Close()
+	if serr := s.store.Close(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// checkDevice refuses a --device this build cannot run.
+func checkDevice(device string) error {
 	switch device {
 	case "cpu", "auto":
+		return nil
 	case "cuda":
-		return nil, blasInfo{}, fmt.Errorf("--device cuda: the CUDA backend is not part of this build yet; use --device cpu")
-	default:
-		return nil, blasInfo{}, fmt.Errorf("--device %q: want cpu, cuda or auto", device)
+		return fmt.Errorf("--device cuda: the CUDA backend is not part of this build yet; use --device cpu")
+	}
+	return fmt.Errorf("--device %q: want cpu, cuda or auto", device)
+}
+
+// newBackend picks the backend for --device.
+func newBackend(device string, threads int) (backend.Backend, blasInfo, error) {
+	if err := checkDevice(device); err != nil {
+		return nil, blasInfo{}, err
 	}
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
@@ -197,6 +277,30 @@ func commas(n int64) string {
 		b.WriteRune(ch)
 	}
 	return b.String()
+}
+
+// vocabFromData sizes a new model's vocabulary to the tokenizer recorded with
+// the training shards (tokenizer.json, written by gotrain data prepare): the
+// presets give GPT-2's 50257 ids, but a model trained on byte-level data
+// needs only 257. A tokenizer larger than a config.json's vocabulary is an
+// error; shards without tokenizer.json keep the model's vocabulary.
+func vocabFromData(cfg model.Config, name string, patterns []string) (model.Config, error) {
+	shards, err := data.ResolveShards(patterns)
+	if err != nil || len(shards) == 0 {
+		return cfg, err
+	}
+	info, err := data.ReadTokenizerInfo(filepath.Dir(shards[0]))
+	if err != nil || info.VocabSize == cfg.V {
+		return cfg, nil
+	}
+	if _, preset := model.Preset(name); !preset && info.VocabSize > cfg.V {
+		return cfg, fmt.Errorf("--model %s has vocab_size %d but the data's tokenizer %s has %d ids; use a config with vocab_size ≥ %d",
+			name, cfg.V, info.Tokenizer, info.VocabSize, info.VocabSize)
+	}
+	if _, preset := model.Preset(name); preset {
+		cfg.V, cfg.Vp = info.VocabSize, model.PadVocab(info.VocabSize)
+	}
+	return cfg, nil
 }
 
 // copyTokenizerInfo records the data's tokenizer next to the weights so
