@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/optim"
 )
@@ -15,9 +16,6 @@ func checkSupported(c *config.Config) error {
 	var bad []string
 	if c.FP16.Enabled {
 		bad = append(bad, `fp16.enabled: fp16 training is not supported yet; set "fp16": {"enabled": false} (fp32 runs)`)
-	}
-	if c.BF16.Enabled {
-		bad = append(bad, `bf16.enabled: bf16 training is not supported yet; set "bf16": {"enabled": false} (fp32 runs)`)
 	}
 	if !c.Optimizer.Supported {
 		bad = append(bad, fmt.Sprintf("optimizer.type %q: gotrain trains with Adam/AdamW; set \"type\": \"AdamW\"", c.Optimizer.Written))
@@ -89,4 +87,25 @@ func scheduler(s *config.Scheduler) (optim.Scheduler, error) {
 		}
 	}
 	return sch, nil
+}
+
+// precision returns the parameter/activation dtype the config asks for and
+// the dtype gradients accumulate and reduce in: fp32 unless
+// data_types.grad_accum_dtype says otherwise (DeepSpeed's None means the
+// model dtype, which for bf16 gotrain reads as fp32 — the accumulation
+// DeepSpeed's own BF16_Optimizer and users asking for stability want).
+func precision(c *config.Config) (param, grad backend.DType, err error) {
+	param, grad = backend.F32, backend.F32
+	switch {
+	case c.BF16.Enabled:
+		param = backend.BF16
+	case c.FP16.Enabled:
+		param = backend.F16
+	}
+	if v, ok := c.DataTypes.GradAccumDtype.Get(); ok {
+		if grad, err = backend.ParseDType(v); err != nil {
+			return 0, 0, fmt.Errorf("data_types.grad_accum_dtype: %w", err)
+		}
+	}
+	return param, grad, nil
 }

@@ -159,7 +159,13 @@ func (r *run) setup(ctx context.Context) error {
 		host = p
 	}
 	lay := model.NewLayout(cfg)
-	eng, err := zero.New(ctx, r.be, r.c, engineGroups(lay), engineOptions(o.Config))
+	pdt, gdt, err := precision(o.Config)
+	if err != nil {
+		return err
+	}
+	zo := engineOptions(o.Config)
+	zo.ParamDType, zo.GradAccumDType = pdt, gdt
+	eng, err := zero.New(ctx, r.be, r.c, engineGroups(lay), zo)
 	if err != nil {
 		return err
 	}
@@ -175,7 +181,7 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	host = nil
-	mopts := model.Options{Store: eng, Checkpoint: o.Checkpoint}
+	mopts := model.Options{Store: eng, Checkpoint: o.Checkpoint, ParamDType: pdt, ActDType: pdt}
 	if o.CheckpointHost {
 		mopts.CheckpointPool = backend.HostPinned
 	}
