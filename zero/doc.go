@@ -2,7 +2,8 @@
 // arithmetic, the stage 0–3 engines (which rank holds which parameters,
 // gradients, master weights and AdamW moments, and when they are
 // all-reduced, reduce-scattered or all-gathered), the gradient reduction
-// windows, and stage 3's gather, prefetch and release of parameters.
+// windows, stage 3's gather, prefetch and release of parameters, and the
+// placement of offloaded state in host memory.
 //
 // # Partitions
 //
@@ -59,6 +60,46 @@
 // 1/(B·T·gas·world), so the sum over ranks is the global-batch mean
 // gradient. Every collective covers one group (or one stage-0 bucket);
 // AllgatherBucketSize has nothing to split.
+//
+// # Loss scaling
+//
+// With fp16 the trainer multiplies dloss by its loss scale S and passes S
+// as StepInput.LossScale, so the reduced gradients carry S. Step reports
+// the norm of the reduced gradients divided by S, clips by it, and has
+// AdamW multiply the gradients by min(1, ClipNorm/(norm+1e-6))/S, which is
+// DeepSpeed's division by the combined scale
+// S·max(1, (norm+1e-6)/ClipNorm). A NaN or an infinity in the reduced
+// gradients (an overflow) makes the norm non-finite on every rank alike:
+// Step skips the update, clears the gradients and returns
+// ErrNonFiniteGradients, and the scaler lowers S. A power-of-two S scales
+// every rounding exactly, so the step equals the unscaled one bit for bit.
+//
+// # Offload
+//
+// OffloadOptimizer (stages 1–3) puts the master partition and the moments
+// (Master, Optimizer) in the Host pool, or HostPinned with
+// OffloadOptimizerPinned; the device holds none. Step works group by
+// group: the rank's reduced gradient chunk is copied out into a one-chunk
+// F32 buffer in that pool (Comm category; per group chunk rather than a
+// whole partition, so the extra host memory is one chunk), AdamW runs
+// there, and the updated parameters, rounded to ParamDType, go into a
+// one-chunk buffer beside it and are copied back, into the staging chunk
+// that is all-gathered (stages 1–2) or into the stage-3 partition. The
+// backend's AdamW serves as the host optimizer: every pool of the CPU
+// backend is host memory; a GPU backend would run a host AdamW over the
+// pinned buffers at that point (DeepSpeed's CPU Adam). The same
+// operations run on the same values, so the results are those of the run
+// without offload, bit for bit.
+//
+// OffloadParam (stage 3) puts the parameter partition (Params) in the Host
+// or HostPinned pool. Every all-gather of a chunk (for the model, a
+// prefetch, a persistent group after the step, HostParams) first copies it,
+// on the comm goroutine, into a one-chunk device buffer (Comm) and gathers
+// from there, so the device's Params bytes are the gathered windows and
+// the persistent groups, nothing more. The step's AdamW writes the
+// partition on the host directly when the optimizer is offloaded too, and
+// otherwise writes a one-chunk device buffer (Comm) that is copied to the
+// host.
 //
 // # Stage 3 order, prefetch and reuse
 //

@@ -38,13 +38,19 @@ type Engine struct {
 	segs [][]segment // AdamW runs by group, offsets into the state buffers
 	keep []bool      // stage 3: the group stays whole (persistence threshold)
 
-	params  backend.Buffer    // stages 0–2: full (res layout); stage 3: this rank's partition
+	optPool   backend.Pool // where master and moments live: Device, or a host pool with OffloadOptimizer
+	paramPool backend.Pool // where the parameter partition lives: Device, or a host pool with OffloadParam
+
+	params  backend.Buffer    // stages 0–2: full (res layout); stage 3: this rank's partition (paramPool)
 	whole   []backend.Buffer  // stage 3: persistent groups, Padded long; zero Buffer otherwise
 	grads   backend.Buffer    // stages 0–1: full gradients (res layout)
 	pgrad   backend.Buffer    // stages ≥ 1: this rank's partition of the reduced gradients
-	master  backend.Buffer    // fp32 master (partition; stage 0: full, and only for 16-bit params)
-	m, v    backend.Buffer    // AdamW moments, same length as the state buffers
+	master  backend.Buffer    // fp32 master (partition; stage 0: full, and only for 16-bit params), optPool
+	m, v    backend.Buffer    // AdamW moments, same length as the state buffers, optPool
 	staging [2]backend.Buffer // stages 1–2: updated chunks on their way to the all-gather
+	gradOut backend.Buffer    // OffloadOptimizer: one group's reduced gradient chunk, copied out (F32, optPool)
+	newOut  backend.Buffer    // one group's updated chunk where AdamW wrote it, when that is not the pool the parameters live in
+	paramIn backend.Buffer    // OffloadParam: one chunk copied in for an all-gather (device; comm goroutine only)
 	rsOut   backend.Buffer    // stages 2–3: a reduced chunk before it is accumulated
 	sqOne   backend.Buffer    // one rank's float64 sum of squares as two I32 words
 	sqAll   backend.Buffer    // every rank's, gathered
@@ -82,10 +88,11 @@ type Stats struct {
 }
 
 // New builds rank c.Rank()'s engine for parameters tiled by groups and
-// allocates its resident state on be's device pool: parameters, gradients,
-// master weights and AdamW moments as the stage says (see the package
-// documentation). Parameters start at zero; call InitParams. ctx bounds the
-// collectives issued by the ParamStore methods, which take no context.
+// allocates its resident state: parameters, gradients, master weights and
+// AdamW moments as the stage says, on be's device pool except what the
+// offload options put in a host pool (see the package documentation).
+// Parameters start at zero; call InitParams. ctx bounds the collectives
+// issued by the ParamStore methods, which take no context.
 func New(ctx context.Context, be backend.Backend, c comm.Comm, groups []Group, o Options) (*Engine, error) {
 	o, err := o.normalize()
 	if err != nil {
@@ -101,11 +108,13 @@ func New(ctx context.Context, be backend.Backend, c comm.Comm, groups []Group, o
 	}
 	e := &Engine{
 		be: be, c: c, o: o, ctx: ctx, groups: groups, total: total, rank: c.Rank(),
-		plan:     NewPlan(sizes, c.Size()),
-		gradHeld: map[int]backend.Buffer{},
-		live:     map[int]*paramWindow{},
-		keep:     make([]bool, len(groups)),
-		whole:    make([]backend.Buffer, len(groups)),
+		plan:      NewPlan(sizes, c.Size()),
+		gradHeld:  map[int]backend.Buffer{},
+		live:      map[int]*paramWindow{},
+		keep:      make([]bool, len(groups)),
+		whole:     make([]backend.Buffer, len(groups)),
+		optPool:   offloadPool(o.OffloadOptimizer, o.OffloadOptimizerPinned),
+		paramPool: offloadPool(o.OffloadParam, o.OffloadParamPinned),
 	}
 	e.res = e.plan
 	if o.Stage == 0 {
@@ -125,13 +134,20 @@ func New(ctx context.Context, be backend.Backend, c comm.Comm, groups []Group, o
 // allocate makes every resident buffer of the stage.
 func (e *Engine) allocate() error {
 	o, plan := e.o, e.plan
-	alloc := func(cat backend.Category, dt backend.DType, n int, what string) (backend.Buffer, error) {
-		b, err := e.be.Alloc(backend.Device, cat, dt, n)
+	allocIn := func(pool backend.Pool, cat backend.Category, dt backend.DType, n int, what string) (backend.Buffer, error) {
+		b, err := e.be.Alloc(pool, cat, dt, n)
 		if err != nil {
-			return b, fmt.Errorf("zero: allocate %s (%d × %s): %w", what, n, dt, err)
+			return b, fmt.Errorf("zero: allocate %s (%d × %s in the %s pool): %w", what, n, dt, pool, err)
 		}
 		e.allocations = append(e.allocations, b)
 		return b, nil
+	}
+	alloc := func(cat backend.Category, dt backend.DType, n int, what string) (backend.Buffer, error) {
+		return allocIn(backend.Device, cat, dt, n, what)
+	}
+	maxChunk := 0
+	for _, gp := range plan.Groups {
+		maxChunk = max(maxChunk, gp.Chunk)
 	}
 	var err error
 	state := plan.PartLen
@@ -158,18 +174,19 @@ func (e *Engine) allocate() error {
 				return err
 			}
 		}
-		maxChunk := 0
-		for _, gp := range plan.Groups {
-			maxChunk = max(maxChunk, gp.Chunk)
-		}
 		for i := range e.staging {
 			if e.staging[i], err = alloc(backend.Comm, o.ParamDType, maxChunk, "all-gather staging"); err != nil {
 				return err
 			}
 		}
 	case 3:
-		if e.params, err = alloc(backend.Params, o.ParamDType, plan.PartLen, "parameter partition"); err != nil {
+		if e.params, err = allocIn(e.paramPool, backend.Params, o.ParamDType, plan.PartLen, "parameter partition"); err != nil {
 			return err
+		}
+		if o.OffloadParam {
+			if e.paramIn, err = alloc(backend.Comm, o.ParamDType, maxChunk, "parameter chunk copied in"); err != nil {
+				return err
+			}
 		}
 		for g, gp := range plan.Groups {
 			if int64(gp.Len) <= o.PersistenceThreshold {
@@ -184,23 +201,32 @@ func (e *Engine) allocate() error {
 		if e.pgrad, err = alloc(backend.Grads, o.GradAccumDType, plan.PartLen, "gradient partition"); err != nil {
 			return err
 		}
-		if e.master, err = alloc(backend.Master, backend.F32, plan.PartLen, "master partition"); err != nil {
+		if e.master, err = allocIn(e.optPool, backend.Master, backend.F32, plan.PartLen, "master partition"); err != nil {
 			return err
+		}
+		if o.OffloadOptimizer {
+			if e.gradOut, err = allocIn(e.optPool, backend.Comm, backend.F32, maxChunk, "gradient chunk copied out"); err != nil {
+				return err
+			}
+		}
+		// AdamW writes where the optimizer state is; when the parameters
+		// live on the other side of the host/device boundary the update
+		// goes through a chunk there and is copied over.
+		if paramsOnDevice := o.Stage < 3 || !o.OffloadParam; paramsOnDevice == o.OffloadOptimizer {
+			if e.newOut, err = allocIn(e.optPool, backend.Comm, o.ParamDType, maxChunk, "updated parameter chunk"); err != nil {
+				return err
+			}
 		}
 	}
 	if o.Stage >= 2 {
-		maxChunk := 0
-		for _, gp := range plan.Groups {
-			maxChunk = max(maxChunk, gp.Chunk)
-		}
 		if e.rsOut, err = alloc(backend.Comm, o.GradAccumDType, maxChunk, "reduce-scatter output"); err != nil {
 			return err
 		}
 	}
-	if e.m, err = alloc(backend.Optimizer, backend.F32, state, "AdamW first moment"); err != nil {
+	if e.m, err = allocIn(e.optPool, backend.Optimizer, backend.F32, state, "AdamW first moment"); err != nil {
 		return err
 	}
-	if e.v, err = alloc(backend.Optimizer, backend.F32, state, "AdamW second moment"); err != nil {
+	if e.v, err = allocIn(e.optPool, backend.Optimizer, backend.F32, state, "AdamW second moment"); err != nil {
 		return err
 	}
 	if e.sqOne, err = alloc(backend.Comm, backend.I32, 2, "norm exchange"); err != nil {
@@ -295,11 +321,13 @@ func (e *Engine) Partition() []ChunkRange {
 
 // Master is the fp32 master copy of the parameters Partition describes (the
 // zero Buffer for stage 0 with fp32 parameters, which updates them in
-// place). The engine owns it; read it between steps only.
+// place), in a host pool with OffloadOptimizer. The engine owns it; read it
+// between steps only.
 func (e *Engine) Master() backend.Buffer { return e.master }
 
 // Moments are AdamW's first and second moments (F32) of the parameters
-// Partition describes. The engine owns them; read them between steps only.
+// Partition describes, in a host pool with OffloadOptimizer. The engine
+// owns them; read them between steps only.
 func (e *Engine) Moments() (m, v backend.Buffer) { return e.m, e.v }
 
 // Stats reports the engine's counters so far.

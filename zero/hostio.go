@@ -101,9 +101,8 @@ func (e *Engine) hostGroup(ctx context.Context, g int) ([]float32, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zero: allocate the gathered parameters of group %d: %w", g, err)
 	}
-	src := e.params.Slice(gp.PartOff, gp.Chunk)
 	op := e.submit(ctx, fmt.Sprintf("all-gather parameters of group %d for the host", g), func(ctx context.Context) error {
-		return e.c.AllGather(ctx, buf, src)
+		return e.allGatherChunk(ctx, buf, g)
 	})
 	if err := e.wait(ctx, op); err != nil {
 		// The gather may still be writing buf: Close frees it once the comm

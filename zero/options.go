@@ -53,6 +53,26 @@ type Options struct {
 	// reduction. Stages 0 and 1 reduce at Step either way.
 	OverlapComm bool
 
+	// OffloadOptimizer (offload_optimizer.device "cpu"; stages 1–3) keeps
+	// the fp32 master partition and the AdamW moments in host memory and
+	// runs AdamW there: at Step each group's reduced gradient chunk is
+	// copied out to the host, updated, and the new parameters (rounded to
+	// ParamDType) copied back to the device. See the package documentation.
+	OffloadOptimizer bool
+	// OffloadOptimizerPinned (offload_optimizer.pin_memory) puts the
+	// offloaded optimizer state in the HostPinned pool instead of Host. It
+	// has no effect without OffloadOptimizer.
+	OffloadOptimizerPinned bool
+	// OffloadParam (offload_param.device "cpu"; stage 3 only) keeps the
+	// parameter partition in host memory; each chunk is copied to the
+	// device just before its all-gather. Persistent groups stay whole on
+	// the device.
+	OffloadParam bool
+	// OffloadParamPinned (offload_param.pin_memory) puts the offloaded
+	// partition in the HostPinned pool instead of Host. It has no effect
+	// without OffloadParam.
+	OffloadParamPinned bool
+
 	// Timeout, when positive, bounds each collective the engine issues;
 	// otherwise a collective is bounded by its context's deadline or the
 	// Comm's default timeout.
@@ -105,6 +125,10 @@ func (o Options) normalize() (Options, error) {
 		return o, fmt.Errorf("zero: stage3_max_reuse_distance %d must not be negative", o.MaxReuseDistance)
 	case o.PersistenceThreshold < 0:
 		return o, fmt.Errorf("zero: stage3_param_persistence_threshold %d must not be negative", o.PersistenceThreshold)
+	case o.OffloadOptimizer && o.Stage < 1:
+		return o, fmt.Errorf("zero: offload_optimizer needs ZeRO stage 1, 2 or 3 and the stage is %d: set zero_optimization.stage to at least 1, or offload_optimizer.device to \"none\"", o.Stage)
+	case o.OffloadParam && o.Stage != 3:
+		return o, fmt.Errorf("zero: offload_param needs ZeRO stage 3 and the stage is %d: set zero_optimization.stage to 3, or offload_param.device to \"none\"", o.Stage)
 	case o.Timeout < 0:
 		return o, fmt.Errorf("zero: collective timeout %s must not be negative", o.Timeout)
 	}

@@ -96,10 +96,9 @@ func (e *Engine) gather(g int, ahead bool) (*paramWindow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zero: allocate the gathered parameters of group %d (%d × %s): %w", g, gp.Padded, e.o.ParamDType, err)
 	}
-	dst, src := buf, e.params.Slice(gp.PartOff, gp.Chunk)
 	w := &paramWindow{buf: buf, ahead: ahead}
 	w.gather = e.submit(e.ctx, fmt.Sprintf("all-gather parameters of group %d", g), func(ctx context.Context) error {
-		return e.c.AllGather(ctx, dst, src)
+		return e.allGatherChunk(ctx, buf, g)
 	})
 	e.live[g] = w
 	e.liveElems += gp.Padded

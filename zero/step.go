@@ -26,19 +26,28 @@ type StepInput struct {
 	LR       float64 // the scheduled learning rate of this step
 	Step     int     // 1-based count of updates so far, for AdamW's bias correction
 	ClipNorm float64 // gradient_clipping: the largest global L2 norm; ≤ 0 turns clipping off
+	// LossScale is the factor the loss was multiplied by before backward
+	// (fp16's loss scaler; 0 or 1: none), so the gradients carry it. Step
+	// reports and clips by the unscaled norm and divides it out in AdamW.
+	LossScale float64
 	// Hyper returns AdamW's betas, eps and weight decay for the tensors
 	// with (true) or without (false) weight decay, e.g. optim.StepParams.
-	// The engine sets LR, Step and GradScale (the clip coefficient) itself.
+	// The engine sets LR, Step and GradScale (unscaling and clipping)
+	// itself.
 	Hyper func(decay bool) backend.AdamWParams
 }
 
 // Step ends a step: it finishes the gradient reduction (stage 0: bucketed
 // all-reduce; stage 1: a reduce-scatter per group; stages 2–3: the
 // reductions still in flight), computes the global L2 norm of the reduced
-// gradients, clips with coefficient min(1, ClipNorm/(norm+1e-6)), runs
-// AdamW on this rank's share, refreshes the parameters (stages 1–2:
+// gradients divided by the loss scale S, runs AdamW on this rank's share
+// with the gradients multiplied by min(1, ClipNorm/(norm+1e-6))/S —
+// DeepSpeed's division by the combined scale
+// S·max(1, (norm+1e-6)/ClipNorm) — refreshes the parameters (stages 1–2:
 // all-gather per group; stage 3: the persistent groups) and clears the
-// gradients. It returns the norm before clipping. Every rank must call it.
+// gradients. It returns the unscaled norm before clipping. A NaN or an
+// infinity in the reduced gradients (an fp16 overflow) skips the update on
+// every rank with ErrNonFiniteGradients. Every rank must call it.
 func (e *Engine) Step(ctx context.Context, in StepInput) (float64, error) {
 	if err := e.usable(); err != nil {
 		return 0, err
@@ -49,6 +58,13 @@ func (e *Engine) Step(ctx context.Context, in StepInput) (float64, error) {
 	if in.Hyper == nil {
 		return 0, errors.New("zero: StepInput.Hyper is nil: the AdamW hyperparameters are missing")
 	}
+	scale := in.LossScale
+	if scale == 0 {
+		scale = 1
+	}
+	if !(scale > 0) || math.IsInf(scale, 0) {
+		return 0, fmt.Errorf("zero: loss scale %v must be positive and finite", in.LossScale)
+	}
 	if err := e.reduce(ctx); err != nil {
 		return 0, err
 	}
@@ -56,7 +72,9 @@ func (e *Engine) Step(ctx context.Context, in StepInput) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	norm := math.Sqrt(sq)
+	// With a power-of-two scale both divisions are exact, so a scaled
+	// step matches the unscaled one bit for bit.
+	norm := math.Sqrt(sq) / scale
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		e.zeroGrads()
 		return norm, fmt.Errorf("%w (norm %v)", ErrNonFiniteGradients, norm)
@@ -68,7 +86,7 @@ func (e *Engine) Step(ctx context.Context, in StepInput) (float64, error) {
 	var hp [2]backend.AdamWParams
 	for i, decay := range []bool{false, true} {
 		hp[i] = in.Hyper(decay)
-		hp[i].LR, hp[i].Step, hp[i].GradScale = float32(in.LR), in.Step, float32(coef)
+		hp[i].LR, hp[i].Step, hp[i].GradScale = float32(in.LR), in.Step, float32(coef/scale)
 	}
 	if err := e.update(ctx, hp); err != nil {
 		return norm, err
@@ -162,45 +180,40 @@ func (e *Engine) sumSquares(ctx context.Context) (float64, error) {
 // update runs AdamW on this rank's share and refreshes the parameters.
 // hp[0] is for tensors without weight decay, hp[1] with.
 func (e *Engine) update(ctx context.Context, hp [2]backend.AdamWParams) error {
-	params := func(decay bool) backend.AdamWParams {
-		if decay {
-			return hp[1]
-		}
-		return hp[0]
-	}
-	adamW := func(out backend.Buffer, gradOf backend.Buffer, s segment) {
-		var master backend.Buffer
-		if !e.master.IsNil() {
-			master = e.master.Slice(s.off, s.n)
-		}
-		e.be.AdamW(out, master, gradOf.Slice(s.off, s.n), e.m.Slice(s.off, s.n), e.v.Slice(s.off, s.n), params(s.decay))
-	}
 	switch e.o.Stage {
 	case 0:
 		for _, segs := range e.segs {
 			for _, s := range segs {
-				adamW(e.params.Slice(s.off, s.n), e.grads, s)
+				p := hp[0]
+				if s.decay {
+					p = hp[1]
+				}
+				var master backend.Buffer
+				if !e.master.IsNil() {
+					master = e.master.Slice(s.off, s.n)
+				}
+				e.be.AdamW(e.params.Slice(s.off, s.n), master, e.grads.Slice(s.off, s.n), e.m.Slice(s.off, s.n), e.v.Slice(s.off, s.n), p)
 			}
 		}
 		return nil
 	case 3:
 		var ops []*commOp
 		for g, gp := range e.plan.Groups {
-			for _, s := range e.segs[g] {
-				adamW(e.params.Slice(s.off, s.n), e.pgrad, s)
+			if _, err := e.updateGroup(g, e.params.Slice(gp.PartOff, gp.Chunk), hp); err != nil {
+				return err
 			}
 			if e.keep[g] {
-				dst, src := e.whole[g], e.params.Slice(gp.PartOff, gp.Chunk)
+				dst := e.whole[g]
 				ops = append(ops, e.submit(ctx, fmt.Sprintf("all-gather persistent group %d", g), func(ctx context.Context) error {
-					return e.c.AllGather(ctx, dst, src)
+					return e.allGatherChunk(ctx, dst, g)
 				}))
 			}
 		}
 		return e.waitAll(ctx, ops)
 	}
-	// Stages 1–2: AdamW writes the updated chunk into one of two staging
-	// buffers while the previous group's chunk is being all-gathered from
-	// the other, straight into the full parameters.
+	// Stages 1–2: AdamW's result goes into one of two staging buffers while
+	// the previous group's chunk is being all-gathered from the other,
+	// straight into the full parameters.
 	var pending [2]*commOp
 	for g, gp := range e.plan.Groups {
 		k := g % 2
@@ -210,10 +223,11 @@ func (e *Engine) update(ctx context.Context, hp [2]backend.AdamWParams) error {
 			}
 		}
 		st := e.staging[k].Slice(0, gp.Chunk)
-		for _, s := range e.segs[g] {
-			adamW(st.Slice(s.off-gp.PartOff, s.n), e.pgrad, s)
+		n, err := e.updateGroup(g, st, hp)
+		if err != nil {
+			return err
 		}
-		if _, n := e.plan.Owned(g, e.rank); n < gp.Chunk {
+		if n < gp.Chunk {
 			e.be.Zero(st.Slice(n, gp.Chunk-n)) // the group's padding: keep it zero
 		}
 		dst := e.params.Slice(gp.PaddedOff, gp.Padded)

@@ -1,6 +1,7 @@
 package zero_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -139,9 +140,14 @@ func (t *trackedBackend) Free(b backend.Buffer) {
 
 // peakOf is the peak of one device category since the last resetPeaks.
 func (t *trackedBackend) peakOf(cat backend.Category) int64 {
+	return t.peakIn(backend.Device, cat)
+}
+
+// peakIn is the peak of one category of pool since the last resetPeaks.
+func (t *trackedBackend) peakIn(pool backend.Pool, cat backend.Category) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.peak[[2]int{int(backend.Device), int(cat)}]
+	return t.peak[[2]int{int(pool), int(cat)}]
 }
 
 func (t *trackedBackend) resetPeaks() {
@@ -174,8 +180,9 @@ type run struct {
 	seed       uint64
 	adam       optim.AdamWConfig
 	clip       float64
-	world      int // ranks the global batch is split over
-	globalRows int // world·B sequences per micro-batch
+	world      int     // ranks the global batch is split over
+	globalRows int     // world·B sequences per micro-batch
+	lossScale  float64 // ranks scale dloss by it and pass it to Step (0: none)
 }
 
 func testRun(cfg model.Config, world, steps int) run {
@@ -302,7 +309,7 @@ func newRank(ctx context.Context, env *rankEnv, r run, o zero.Options) (*rankSta
 		eng.Close()
 		return nil, err
 	}
-	m, err := model.New(env.be, r.cfg, model.Options{Store: eng})
+	m, err := model.New(env.be, r.cfg, model.Options{Store: eng, ParamDType: o.ParamDType, ActDType: backend.F32})
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -329,7 +336,7 @@ func (s *rankState) step(ctx context.Context, r run, step, rank int) (stepResult
 		if err != nil {
 			return stepResult{}, err
 		}
-		if err := s.m.Backward(float32(1 / float64(r.B*r.T*r.gas*r.world))); err != nil {
+		if err := s.m.Backward(float32(1/float64(r.B*r.T*r.gas*r.world)) * float32(cmp.Or(r.lossScale, 1))); err != nil {
 			return stepResult{}, err
 		}
 		lossSum += float64(loss)
@@ -338,7 +345,7 @@ func (s *rankState) step(ctx context.Context, r run, step, rank int) (stepResult
 	if err != nil {
 		return stepResult{}, err
 	}
-	norm, err := s.eng.Step(ctx, zero.StepInput{LR: r.adam.LR, Step: step, ClipNorm: r.clip,
+	norm, err := s.eng.Step(ctx, zero.StepInput{LR: r.adam.LR, Step: step, ClipNorm: r.clip, LossScale: r.lossScale,
 		Hyper: func(decay bool) backend.AdamWParams { return optim.StepParams(r.adam, r.adam.LR, step, 1, decay) }})
 	if err != nil {
 		return stepResult{}, err
