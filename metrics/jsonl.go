@@ -23,6 +23,8 @@ type StepRecord struct {
 	Tokens          int64      `json:"tokens"`
 	StepSeconds     float64    `json:"step_seconds"`
 	Memory          RankMemory `json:"memory"`
+	Skipped         bool       `json:"skipped,omitempty"` // fp16 overflow: no update this step
+	SkippedSteps    int        `json:"skipped_steps"`
 }
 
 // EvalRecord is one evaluation, written on its own line.
@@ -118,6 +120,8 @@ func finiteCopy(rec any) map[string]any {
 		out["tokens"] = r.Tokens
 		out["step_seconds"] = finite(r.StepSeconds)
 		out["memory"] = r.Memory
+		out["skipped"] = r.Skipped
+		out["skipped_steps"] = r.SkippedSteps
 	case EvalRecord:
 		out["step"] = r.Step
 		out["val_loss"] = finite(r.ValLoss)

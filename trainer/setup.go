@@ -14,20 +14,17 @@ import (
 // known-but-unsupported keys; these are the ones that would change the math.
 func checkSupported(c *config.Config) error {
 	var bad []string
-	if c.FP16.Enabled {
-		bad = append(bad, `fp16.enabled: fp16 training is not supported yet; set "fp16": {"enabled": false} (fp32 runs)`)
-	}
 	if !c.Optimizer.Supported {
 		bad = append(bad, fmt.Sprintf("optimizer.type %q: gotrain trains with Adam/AdamW; set \"type\": \"AdamW\"", c.Optimizer.Written))
 	}
 	if c.Scheduler != nil && !c.Scheduler.Supported {
 		bad = append(bad, fmt.Sprintf("scheduler.type %q: gotrain implements WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle and LRRangeTest", c.Scheduler.Type))
 	}
-	if o := c.ZeRO.OffloadOptimizer; o != nil && o.Device != "none" {
-		bad = append(bad, fmt.Sprintf(`zero_optimization.offload_optimizer.device %q: optimizer offload is not supported yet; set "device": "none" or remove the block`, o.Device))
+	if o := c.ZeRO.OffloadOptimizer; o != nil && o.Device == "nvme" {
+		bad = append(bad, `zero_optimization.offload_optimizer.device "nvme": NVMe offload is not supported yet; use "cpu"`)
 	}
-	if o := c.ZeRO.OffloadParam; o != nil && o.Device != "none" {
-		bad = append(bad, fmt.Sprintf(`zero_optimization.offload_param.device %q: parameter offload is not supported yet; set "device": "none" or remove the block`, o.Device))
+	if o := c.ZeRO.OffloadParam; o != nil && o.Device == "nvme" {
+		bad = append(bad, `zero_optimization.offload_param.device "nvme": NVMe offload is not supported yet; use "cpu"`)
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%s: cannot train with this config:\n  %s", c.File, strings.Join(bad, "\n  "))
@@ -108,4 +105,20 @@ func precision(c *config.Config) (param, grad backend.DType, err error) {
 		}
 	}
 	return param, grad, nil
+}
+
+// lossScaler builds fp16's loss scaler from the fp16 block (nil without fp16:
+// fp32 and bf16 train unscaled).
+func lossScaler(c *config.Config, rank int, log func(string)) (*optim.LossScaler, error) {
+	if !c.FP16.Enabled {
+		return nil, nil
+	}
+	f := c.FP16
+	s, err := optim.NewLossScaler(optim.LossScalerConfig{LossScale: f.LossScale, InitialScalePower: f.InitialScalePower,
+		LossScaleWindow: f.LossScaleWindow, Hysteresis: f.Hysteresis, ConsecutiveHysteresis: f.ConsecutiveHysteresis,
+		MinLossScale: f.MinLossScale}, rank, log)
+	if err != nil {
+		return nil, fmt.Errorf("fp16: %w", err)
+	}
+	return s, nil
 }

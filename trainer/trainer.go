@@ -61,6 +61,7 @@ type Result struct {
 	Steps           int
 	FirstLoss       float64
 	FinalLoss       float64
+	SkippedSteps    int     // fp16 overflow steps (no update)
 	FirstValLoss    float64 // NaN without val data
 	FinalValLoss    float64
 	TokensPerSecond float64 // all ranks together, over the run excluding the first step
@@ -76,6 +77,17 @@ func Run(ctx context.Context, be backend.Backend, opts Options) (*Result, error)
 		return nil, err
 	}
 	defer t.close()
+	if t.rank == 0 && t.o.Log != io.Discard {
+		// What this rank holds after start-up, next to what gotrain
+		// estimate predicts for the same run.
+		est, err := Estimate(t.o.Config, t.o.Model, t.world, t.o.SeqLen, EstimateOptions{Checkpoint: t.o.Checkpoint})
+		if err == nil {
+			err = FormatMeasured(t.o.Log, be.Memory(), est)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("memory table: %w", err)
+		}
+	}
 	return t.loop(ctx)
 }
 
@@ -89,7 +101,10 @@ type run struct {
 	m       *model.Model
 	opt     optim.AdamWConfig
 	sch     optim.Scheduler
-	scalar  backend.Buffer // F32 (1): a value averaged over ranks
+	scaler  *optim.LossScaler // fp16 only
+	updates int               // successful optimizer updates (AdamW's bias-correction step)
+	skipped int               // steps skipped on fp16 overflow
+	scalar  backend.Buffer    // F32 (1): a value averaged over ranks
 	memBufs [2]backend.Buffer
 
 	train *data.Loader
@@ -205,6 +220,9 @@ func (r *run) setup(ctx context.Context) error {
 	if r.sch, err = scheduler(o.Config.Scheduler); err != nil {
 		return err
 	}
+	if r.scaler, err = lossScaler(o.Config, r.rank, func(msg string) { fmt.Fprintln(o.Log, msg) }); err != nil {
+		return err
+	}
 
 	B, T := o.Batch.MicroBatch, o.SeqLen
 	lo := data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: r.rank, WorldSize: r.world, Shuffle: o.Shuffle, Seed: o.Seed}
@@ -260,6 +278,15 @@ func engineOptions(c *config.Config) zero.Options {
 	o.MaxReuseDistance = z.Stage3MaxReuseDistance
 	o.PersistenceThreshold = z.Stage3ParamPersistenceThreshold
 	o.OverlapComm = z.OverlapComm
+	// Offload settings DeepSpeed ignores (optimizer offload at stage 0,
+	// parameter offload below stage 3) are warned about by config and not
+	// passed on.
+	if off := z.OffloadOptimizer; off != nil && off.Device == "cpu" && z.Stage >= 1 {
+		o.OffloadOptimizer, o.OffloadOptimizerPinned = true, off.PinMemory
+	}
+	if off := z.OffloadParam; off != nil && off.Device == "cpu" && z.Stage == 3 {
+		o.OffloadParam, o.OffloadParamPinned = true, off.PinMemory
+	}
 	return o
 }
 
@@ -320,7 +347,12 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		// Each micro-batch's loss is a mean over B·T tokens; scaling its
 		// gradient by 1/(B·T·gas·world) makes the gradient summed over the
 		// micro-batches and reduced (summed) over ranks that of the global mean.
-		dloss := float32(1.0 / float64(B*T*gas*r.world))
+		// fp16 multiplies it by the loss scale, which the step divides out.
+		lossScale := 1.0
+		if r.scaler != nil {
+			lossScale = r.scaler.Scale()
+		}
+		dloss := float32(lossScale / float64(B*T*gas*r.world))
 		for micro := 0; micro < gas; micro++ {
 			if err := r.train.Next(r.in, r.tg); err != nil {
 				return res, fmt.Errorf("step %d: read batch: %w", step, err)
@@ -344,15 +376,31 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 
 		lr := r.sch.LR(r.opt.LR)
 		cfg := r.opt.Scheduled(r.sch)
-		norm, err := r.eng.Step(ctx, zero.StepInput{LR: lr, Step: step, ClipNorm: o.Config.GradientClipping,
-			Hyper: func(decay bool) backend.AdamWParams { return optim.StepParams(cfg, lr, step, 1, decay) }})
-		if errors.Is(err, zero.ErrNonFiniteGradients) {
+		upd := r.updates + 1
+		norm, err := r.eng.Step(ctx, zero.StepInput{LR: lr, Step: upd, ClipNorm: o.Config.GradientClipping, LossScale: lossScale,
+			Hyper: func(decay bool) backend.AdamWParams { return optim.StepParams(cfg, lr, upd, 1, decay) }})
+		overflow := errors.Is(err, zero.ErrNonFiniteGradients)
+		if overflow && r.scaler == nil {
 			return res, fmt.Errorf("step %d: the gradient holds NaN or Inf (norm %v); lower the learning rate or enable gradient_clipping", step, norm)
 		}
-		if err != nil {
+		if err != nil && !overflow {
 			return res, fmt.Errorf("step %d: %w", step, err)
 		}
-		r.sch.Step()
+		if r.scaler != nil {
+			// DeepSpeed's dynamic loss scaler: every rank saw the same
+			// reduced gradients, so every rank agrees on the overflow.
+			skipped, serr := r.scaler.Update(overflow)
+			if serr != nil {
+				return res, fmt.Errorf("step %d: %w", step, serr)
+			}
+			if skipped {
+				r.skipped++
+			}
+		}
+		if !overflow {
+			r.updates++
+			r.sch.Step() // not stepped on fp16 overflow steps, as DeepSpeed
+		}
 		if err := r.be.Sync(); err != nil {
 			return res, fmt.Errorf("step %d: %w", step, err)
 		}
@@ -369,8 +417,8 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			return res, fmt.Errorf("step %d: %w", step, err)
 		}
 		rec := metrics.StepRecord{
-			Step: step, Loss: loss, LR: lr, GradNorm: norm, TokensPerSecond: tps, LossScale: 1,
-			Tokens: tokens, StepSeconds: dt.Seconds(), Memory: mem,
+			Step: step, Loss: loss, LR: lr, GradNorm: norm, TokensPerSecond: tps, LossScale: lossScale,
+			Tokens: tokens, StepSeconds: dt.Seconds(), Memory: mem, Skipped: overflow, SkippedSteps: r.skipped,
 		}
 		if o.PeakFLOPS > 0 {
 			rec.MFU = tps / float64(r.world) * flopsPerToken / o.PeakFLOPS
@@ -381,7 +429,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		if step%o.PrintEvery == 0 || step == 1 || step == o.MaxSteps {
 			r.prog.Line(rec, time.Since(start), r.be.Memory().PoolTotal(backend.Device))
 		}
-		res.Steps, res.FinalLoss = step, loss
+		res.Steps, res.FinalLoss, res.SkippedSteps = step, loss, r.skipped
 
 		if r.val != nil && ((o.EvalEvery > 0 && step%o.EvalEvery == 0) || step == o.MaxSteps) {
 			vl, err := r.evaluate(ctx)

@@ -55,6 +55,7 @@ func commands() []*cli.Command {
 		trainCommand(),
 		sampleCommand(),
 		configCommand(),
+		estimateCommand(),
 		dataCommand(),
 		launchCommand(),
 		slurmCommand(),

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gotrain/gotrain/config"
+	"github.com/gotrain/gotrain/configs"
+	"github.com/gotrain/gotrain/model"
+	"github.com/gotrain/gotrain/trainer"
+)
+
+// estimateCommand is `gotrain estimate`: per-rank memory of a run before
+// launching it.
+func estimateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "estimate",
+		Usage:     "print the per-rank device and host memory a run will need, before launching it",
+		UsageText: "gotrain estimate --model gpt2 --config ds_config.json --nproc 8 [--nodes 2] [--seq-len 1024] [--json]",
+		Description: "Computes what each rank will hold — parameters, gradients, fp32 master weights, optimizer\n" +
+			"states, activations (with and without checkpointing) and communication buffers, on the device and\n" +
+			"in host memory — from the same partition arithmetic the ZeRO engine uses, for the config's stage,\n" +
+			"precision, offload and activation checkpointing. Shows the steady footprint after start-up and\n" +
+			"the peak during a step (stage-3 gathered parameters, gradient reduction windows), the host total\n" +
+			"per node, and DeepSpeed's own model-states estimate for comparison. Nothing is allocated.\n" +
+			"`gotrain train` prints the measured numbers next to these at start-up.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Aliases: []string{"deepspeed_config", "deepspeed"}, Usage: "DeepSpeed JSON config `FILE` (default: the embedded " + configs.Default + ")"},
+			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + ") or a Hugging Face config.json `PATH`"},
+			&cli.IntFlag{Name: "nproc", Value: 1, Usage: "total data-parallel ranks `N` of the run (all nodes together)"},
+			&cli.IntFlag{Name: "nodes", Value: 1, Usage: "machines `K` the ranks are spread over evenly (N/K ranks each); changes only the host total per node"},
+			&cli.IntFlag{Name: "seq-len", Value: 256, Usage: "sequence length `T`, as given to train (at most the model's n_positions)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the estimate as JSON instead of a table"},
+			&cli.BoolFlag{Name: "gradient-checkpointing", Aliases: []string{"gradient_checkpointing"}, Usage: "count activations as train --gradient-checkpointing keeps them (also on when the config has an activation_checkpointing block)"},
+			&cli.IntFlag{Name: "max-steps", Value: 100, Usage: "optimizer steps of the run, as given to train: fills scheduler total_num_steps when it is \"auto\""},
+			&cli.IntFlag{Name: "micro-batch-size", Aliases: []string{"per_device_train_batch_size"}, Usage: "fills train_micro_batch_size_per_gpu: \"auto\", as for train"},
+			&cli.IntFlag{Name: "gradient-accumulation-steps", Aliases: []string{"gradient_accumulation_steps"}, Usage: "fills gradient_accumulation_steps: \"auto\", as for train"},
+			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},
+		},
+		Action: runEstimate,
+	}
+}
+
+func runEstimate(c *cli.Context) error {
+	nproc, nodes := c.Int("nproc"), c.Int("nodes")
+	if nproc < 1 {
+		return fmt.Errorf("--nproc %d: want at least 1 rank", nproc)
+	}
+	if nodes < 1 || nproc%nodes != 0 {
+		return fmt.Errorf("--nodes %d: must be at least 1 and divide --nproc %d", nodes, nproc)
+	}
+	mcfg, err := model.ByName(c.String("model"))
+	if err != nil {
+		return fmt.Errorf("--model: %w", err)
+	}
+	ov := config.Overrides{Hidden: mcfg.C, WorldSize: nproc, TotalSteps: config.Some(c.Int("max-steps"))}
+	if c.IsSet("micro-batch-size") {
+		ov.MicroBatch = config.Some(c.Int("micro-batch-size"))
+	}
+	if c.IsSet("gradient-accumulation-steps") {
+		ov.GradAccum = config.Some(c.Int("gradient-accumulation-steps"))
+	}
+	cfg, err := loadTrainConfig(c.String("config"), config.Options{Strict: !c.Bool("allow-unknown-keys"), Overrides: ov})
+	if cfg != nil {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(c.App.ErrWriter, w)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	est, err := trainer.Estimate(cfg, mcfg, nproc, c.Int("seq-len"), trainer.EstimateOptions{
+		Nodes: nodes, Checkpoint: c.Bool("gradient-checkpointing")})
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(est)
+	}
+	return trainer.FormatEstimate(c.App.Writer, est)
+}
