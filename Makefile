@@ -27,12 +27,12 @@ help: ## list targets
 build: ## build bin/gotrain
 	$(GO) build -trimpath -o $(BIN) ./cmd/gotrain
 
-run: build ## prepare a corpus from the Go sources, train gpt2-tiny on CPU, print falling loss and a sample
+run: build ## prepare a corpus from the Go sources, train gpt2-tiny on 2 CPU ranks with ZeRO-2, print falling loss and a sample
 	@if [ ! -f $(DATA_DIR)/train_000000.bin ]; then \
 	  $(BIN) data prepare --input "$$($(GO) env GOROOT)/src" --ext .go --tokenizer gpt2 \
 	    --output $(DATA_DIR) --val-fraction 0.02 --max-docs 4000; fi
-	$(BIN) train --config configs/tiny_cpu.json --model gpt2-tiny \
-	  --data '$(DATA_DIR)/train_*.bin' --val-data '$(DATA_DIR)/val_*.bin' \
+	$(BIN) launch --nproc 2 train --config configs/ds_zero2.json --model gpt2-tiny \
+	  --data '$(DATA_DIR)/train_*.bin' --val-data '$(DATA_DIR)/val_*.bin' --shuffle \
 	  --seq-len 128 --max-steps $(RUN_STEPS) --eval-every 50 --output-dir $(RUN_DIR)
 	$(BIN) sample --from $(RUN_DIR)/model.safetensors --prompt "func main() {" --max-new-tokens 64 --seed 1
 
@@ -47,9 +47,15 @@ fuzz: ## run each fuzz target for FUZZTIME
 	    echo "fuzz $$t $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$t; \
 	  done; done
 
-bench: ## benchmarks: GFLOP/s per op, GEMM roofline, tokens/s and MFU
+bench: ## benchmarks: GFLOP/s per op, GEMM roofline, tokens/s and MFU, ZeRO stage step times, bus bandwidth
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./blas/ ./backend/cpu/ ./data/
+	$(GO) test -run='^$$' -bench=. -benchtime=3x ./model/
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m ./trainer/
+	$(GO) test -run='^$$' -bench=Step -benchtime=5x ./zero/
+	$(GO) test -run='^$$' -bench=. -benchtime=5x ./comm/tcp/
+	@py=$$(for p in python3 /usr/bin/python3; do $$p -c 'import torch' 2>/dev/null && echo $$p && break; done); \
+	  if [ -n "$$py" ]; then $$py scripts/bench_pytorch.py --model gpt2-tiny --batch 8 --seq 256 --threads 2; \
+	  else echo "PyTorch not installed: skipping the PyTorch baseline (apt-get install python3-torch)"; fi
 
 lint: ## gofmt, go vet, and the cgo-confinement check of ARCHITECTURE.md §2
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

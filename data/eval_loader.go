@@ -5,12 +5,17 @@ import (
 	"io"
 )
 
-// EvalLoader reads the validation split from its start, in the same per-rank
-// order as Loader and never shuffled, for a fixed number of micro-batches.
-// After that Next returns io.EOF until Reset. Not safe for concurrent use.
+// EvalLoader reads a fixed number of micro-batches of the validation split,
+// with the same per-rank chunks as Loader and never shuffled. When fewer
+// batches are asked for than the split holds, they are taken evenly spaced
+// across it (batch i of n is the split's batch ⌊i·total/n⌋), so a short
+// evaluation measures the whole split rather than its first documents —
+// sorted inputs put similar files together. After NumBatches batches Next
+// returns io.EOF until Reset. Not safe for concurrent use.
 type EvalLoader struct {
 	l          *Loader
 	numBatches int64
+	total      int64 // batches in the split
 	done       int64
 }
 
@@ -25,11 +30,12 @@ func NewEvalLoader(opts LoaderOptions, maxBatches int) (*EvalLoader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eval loader: %w", err)
 	}
-	n := l.BatchesPerEpoch()
+	total := l.BatchesPerEpoch()
+	n := total
 	if maxBatches > 0 {
 		n = min(n, int64(maxBatches))
 	}
-	return &EvalLoader{l: l, numBatches: n}, nil
+	return &EvalLoader{l: l, numBatches: n, total: total}, nil
 }
 
 // NumBatches is how many micro-batches one pass yields on every rank.
@@ -41,19 +47,26 @@ func (e *EvalLoader) Next(inputs, targets []int32) error {
 	if e.done >= e.numBatches {
 		return io.EOF
 	}
-	if err := e.l.Next(inputs, targets); err != nil {
-		return err
+	if len(inputs) != int(e.l.bt) || len(targets) != int(e.l.bt) {
+		panic("data: EvalLoader.Next needs inputs and targets of length B*T")
 	}
-	e.done++
-	return nil
+	idx := e.done * e.total / e.numBatches
+	for _, si := range e.l.epochShardOrder(0) {
+		if g := e.l.shards[si].groups; idx >= g {
+			idx -= g
+			continue
+		}
+		if err := e.l.read(si, idx, inputs, targets); err != nil {
+			return err
+		}
+		e.done++
+		return nil
+	}
+	panic("data: eval batch beyond the split")
 }
 
-// Reset goes back to the first batch of the split.
-func (e *EvalLoader) Reset() {
-	e.done = 0
-	e.l.st = LoaderState{GroupTokens: e.l.GroupTokens()}
-	e.l.shardOrder = e.l.epochShardOrder(0)
-}
+// Reset goes back to the first batch.
+func (e *EvalLoader) Reset() { e.done = 0 }
 
 // Close releases the open shard file.
 func (e *EvalLoader) Close() error { return e.l.Close() }
