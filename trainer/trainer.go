@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gotrain/gotrain/backend"
@@ -381,7 +382,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			Hyper: func(decay bool) backend.AdamWParams { return optim.StepParams(cfg, lr, upd, 1, decay) }})
 		overflow := errors.Is(err, zero.ErrNonFiniteGradients)
 		if overflow && r.scaler == nil {
-			return res, fmt.Errorf("step %d: the gradient holds NaN or Inf (norm %v); lower the learning rate or enable gradient_clipping", step, norm)
+			return res, fmt.Errorf("step %d: %s; lower the learning rate or enable gradient_clipping", step, r.nonFinite(err, norm))
 		}
 		if err != nil && !overflow {
 			return res, fmt.Errorf("step %d: %w", step, err)
@@ -583,4 +584,19 @@ func (r *run) memory(ctx context.Context) (metrics.RankMemory, error) {
 		out[rank] = metrics.MemoryOf(s)
 	}
 	return out, nil
+}
+
+// nonFinite names the tensors whose gradient is NaN or Inf (in the part this
+// rank reduced), for the error that stops a bf16 or fp32 run.
+func (r *run) nonFinite(err error, norm float64) string {
+	var nf *zero.NonFiniteError
+	if !errors.As(err, &nf) || len(nf.Tensors) == 0 {
+		return fmt.Sprintf("the gradient norm is %v (NaN or Inf in another rank's part of the gradient)", norm)
+	}
+	lay := r.m.Layout()
+	var names []string
+	for _, t := range nf.Tensors {
+		names = append(names, lay.GroupTensors(t.Group)[t.Tensor].Name)
+	}
+	return fmt.Sprintf("the gradient of %s holds NaN or Inf (norm %v)", strings.Join(names, ", "), norm)
 }

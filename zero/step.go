@@ -21,6 +21,52 @@ const clipEps = 1e-6
 // loss scaler can lower its scale and go on.
 var ErrNonFiniteGradients = errors.New("zero: the gradients hold a NaN or an infinity; the step was skipped")
 
+// NonFiniteError is the ErrNonFiniteGradients a Step returns: the norm, and
+// the tensors (group and tensor index of New's groups) whose reduced
+// gradient holds a NaN or an infinity in the part this rank owns (stage 0:
+// all of it), so a run can stop naming them.
+type NonFiniteError struct {
+	Norm    float64
+	Rank    int
+	Tensors []TensorRef
+}
+
+// TensorRef names a tensor by its group and its index in Group.Tensors.
+type TensorRef struct{ Group, Tensor int }
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("%v (norm %v; non-finite in %d tensor(s) of rank %d's part)", ErrNonFiniteGradients, e.Norm, len(e.Tensors), e.Rank)
+}
+
+// Unwrap makes errors.Is(err, ErrNonFiniteGradients) hold.
+func (e *NonFiniteError) Unwrap() error { return ErrNonFiniteGradients }
+
+// nonFiniteTensors lists the tensors whose reduced gradient, in the part
+// this rank holds, is not finite.
+func (e *Engine) nonFiniteTensors() []TensorRef {
+	var out []TensorRef
+	for g, gr := range e.groups {
+		lo, n := e.plan.Owned(g, e.rank)
+		for ti, t := range gr.Tensors {
+			var buf backend.Buffer
+			if e.o.Stage == 0 {
+				buf = e.grads.Slice(t.Off, t.Len)
+			} else {
+				rel := t.Off - gr.Off
+				a, b := max(rel, lo), min(rel+t.Len, lo+n)
+				if b <= a {
+					continue
+				}
+				buf = e.pgrad.Slice(e.plan.Groups[g].PartOff+a-lo, b-a)
+			}
+			if e.be.NonFinite(buf) {
+				out = append(out, TensorRef{Group: g, Tensor: ti})
+			}
+		}
+	}
+	return out
+}
+
 // StepInput is one optimizer step's settings.
 type StepInput struct {
 	LR       float64 // the scheduled learning rate of this step
@@ -76,8 +122,9 @@ func (e *Engine) Step(ctx context.Context, in StepInput) (float64, error) {
 	// step matches the unscaled one bit for bit.
 	norm := math.Sqrt(sq) / scale
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		bad := e.nonFiniteTensors()
 		e.zeroGrads()
-		return norm, fmt.Errorf("%w (norm %v)", ErrNonFiniteGradients, norm)
+		return norm, &NonFiniteError{Norm: norm, Rank: e.rank, Tensors: bad}
 	}
 	coef := 1.0
 	if in.ClipNorm > 0 {
