@@ -25,6 +25,14 @@ type StepRecord struct {
 	Memory          RankMemory `json:"memory"`
 	Skipped         bool       `json:"skipped,omitempty"` // fp16 overflow: no update this step
 	SkippedSteps    int        `json:"skipped_steps"`
+	// Wall-clock breakdown of the step: forward and backward over every
+	// micro-batch, the optimizer step (gradient reduction for stages 0-1,
+	// clipping, AdamW, parameter gathering), and the time this rank spent
+	// in collectives (which overlaps backward with overlap_comm).
+	ForwardSeconds   float64 `json:"forward_seconds"`
+	BackwardSeconds  float64 `json:"backward_seconds"`
+	OptimizerSeconds float64 `json:"optimizer_seconds"`
+	CommSeconds      float64 `json:"comm_seconds"`
 }
 
 // EvalRecord is one evaluation, written on its own line.
@@ -122,6 +130,10 @@ func finiteCopy(rec any) map[string]any {
 		out["memory"] = r.Memory
 		out["skipped"] = r.Skipped
 		out["skipped_steps"] = r.SkippedSteps
+		out["forward_seconds"] = finite(r.ForwardSeconds)
+		out["backward_seconds"] = finite(r.BackwardSeconds)
+		out["optimizer_seconds"] = finite(r.OptimizerSeconds)
+		out["comm_seconds"] = finite(r.CommSeconds)
 	case EvalRecord:
 		out["step"] = r.Step
 		out["val_loss"] = finite(r.ValLoss)

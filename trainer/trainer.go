@@ -354,17 +354,23 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			lossScale = r.scaler.Scale()
 		}
 		dloss := float32(lossScale / float64(B*T*gas*r.world))
+		var fwd, bwd time.Duration
+		commBefore := commSeconds(r.c.Stats())
 		for micro := 0; micro < gas; micro++ {
 			if err := r.train.Next(r.in, r.tg); err != nil {
 				return res, fmt.Errorf("step %d: read batch: %w", step, err)
 			}
+			t := time.Now()
 			loss, err := r.m.Forward(r.in, r.tg, B, T)
 			if err != nil {
 				return res, fmt.Errorf("step %d: forward: %w", step, err)
 			}
+			fwd += time.Since(t)
+			t = time.Now()
 			if err := r.m.Backward(dloss); err != nil {
 				return res, fmt.Errorf("step %d: backward: %w", step, err)
 			}
+			bwd += time.Since(t)
 			lossSum += float64(loss)
 		}
 		loss, err := r.average(ctx, lossSum/float64(gas))
@@ -375,6 +381,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			return res, fmt.Errorf("step %d: loss is %v; lower the learning rate or enable gradient_clipping", step, loss)
 		}
 
+		tOpt := time.Now()
 		lr := r.sch.LR(r.opt.LR)
 		cfg := r.opt.Scheduled(r.sch)
 		upd := r.updates + 1
@@ -402,6 +409,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			r.updates++
 			r.sch.Step() // not stepped on fp16 overflow steps, as DeepSpeed
 		}
+		optDur := time.Since(tOpt)
 		if err := r.be.Sync(); err != nil {
 			return res, fmt.Errorf("step %d: %w", step, err)
 		}
@@ -420,6 +428,8 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		rec := metrics.StepRecord{
 			Step: step, Loss: loss, LR: lr, GradNorm: norm, TokensPerSecond: tps, LossScale: lossScale,
 			Tokens: tokens, StepSeconds: dt.Seconds(), Memory: mem, Skipped: overflow, SkippedSteps: r.skipped,
+			ForwardSeconds: fwd.Seconds(), BackwardSeconds: bwd.Seconds(), OptimizerSeconds: optDur.Seconds(),
+			CommSeconds: commSeconds(r.c.Stats()) - commBefore,
 		}
 		if o.PeakFLOPS > 0 {
 			rec.MFU = tps / float64(r.world) * flopsPerToken / o.PeakFLOPS
@@ -599,4 +609,13 @@ func (r *run) nonFinite(err error, norm float64) string {
 		names = append(names, lay.GroupTensors(t.Group)[t.Tensor].Name)
 	}
 	return fmt.Sprintf("the gradient of %s holds NaN or Inf (norm %v)", strings.Join(names, ", "), norm)
+}
+
+// commSeconds is the time spent in collectives so far, over every kind.
+func commSeconds(s comm.Stats) float64 {
+	var t float64
+	for _, k := range comm.Kinds() {
+		t += s.Of(k).Seconds
+	}
+	return t
 }
