@@ -51,10 +51,19 @@ type Options struct {
 	// CheckpointHost keeps those inputs in host memory (cpu_checkpointing).
 	Checkpoint, CheckpointHost bool
 
-	OutputDir  string    // metrics.jsonl and model.safetensors go here (rank 0 writes)
-	PeakFLOPS  float64   // per-rank peak FLOP/s for MFU; 0: MFU not reported
-	Log        io.Writer // progress lines (rank 0 only); nil: discard
-	PrintEvery int       // steps between progress lines; 0: steps_per_print or 10
+	OutputDir string    // metrics.jsonl and model.safetensors go here (rank 0 writes)
+	PeakFLOPS float64   // per-rank peak FLOP/s for MFU; 0: MFU not reported
+	Log       io.Writer // progress lines (rank 0 only); nil: discard
+	// Observer, when set, receives every optimizer step on this rank (the
+	// Prometheus endpoint).
+	Observer   Observer
+	PrintEvery int // steps between progress lines; 0: steps_per_print or 10
+}
+
+// Observer receives each optimizer step with this rank's memory accounting
+// and cumulative communication counters.
+type Observer interface {
+	ObserveStep(rec metrics.StepRecord, local backend.MemoryStats, comm metrics.CommCounters)
 }
 
 // Result summarises a finished run.
@@ -113,8 +122,9 @@ type run struct {
 	in    []int32
 	tg    []int32
 
-	log  *metrics.JSONL
-	prog metrics.Progress
+	log       *metrics.JSONL
+	prog      metrics.Progress
+	breakdown metrics.Breakdown
 }
 
 func newRun(ctx context.Context, be backend.Backend, o Options) (*run, error) {
@@ -437,8 +447,16 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		if err := r.writeLog(rec); err != nil {
 			return res, err
 		}
+		if o.Observer != nil {
+			o.Observer.ObserveStep(rec, r.be.Memory(), commCounters(r.c.Stats()))
+		}
+		r.breakdown.Add(rec.ForwardSeconds, rec.BackwardSeconds, rec.CommSeconds, rec.OptimizerSeconds)
 		if step%o.PrintEvery == 0 || step == 1 || step == o.MaxSteps {
 			r.prog.Line(rec, time.Since(start), r.be.Memory().PoolTotal(backend.Device))
+			if o.Config.WallClockBreakdown {
+				fmt.Fprintln(o.Log, r.breakdown.Line())
+				r.breakdown.Reset()
+			}
 		}
 		res.Steps, res.FinalLoss, res.SkippedSteps = step, loss, r.skipped
 
@@ -618,4 +636,14 @@ func commSeconds(s comm.Stats) float64 {
 		t += s.Of(k).Seconds
 	}
 	return t
+}
+
+// commCounters converts the Comm's statistics for the metrics endpoint.
+func commCounters(s comm.Stats) metrics.CommCounters {
+	cc := metrics.CommCounters{}
+	for _, k := range comm.Kinds() {
+		o := s.Of(k)
+		cc[k.Label()] = metrics.CommOp{Bytes: o.Bytes, Seconds: o.Seconds}
+	}
+	return cc
 }

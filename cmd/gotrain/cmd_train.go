@@ -22,6 +22,7 @@ import (
 	"github.com/gotrain/gotrain/configs"
 	"github.com/gotrain/gotrain/data"
 	"github.com/gotrain/gotrain/launch"
+	"github.com/gotrain/gotrain/metrics"
 	"github.com/gotrain/gotrain/model"
 	"github.com/gotrain/gotrain/trainer"
 )
@@ -53,6 +54,7 @@ func trainCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads for the CPU backend and BLAS (0: all cores)"},
 			&cli.Float64Flag{Name: "peak-flops", Usage: "peak FLOP/s of one rank for MFU (0: measure the sgemm roofline at start-up)"},
 			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},
+			&cli.StringFlag{Name: "metrics-addr", Value: metrics.DefaultMetricsAddr, Usage: "Prometheus endpoint (/metrics, /healthz) `HOST:PORT`; each local rank adds its LOCAL_RANK to the port; 0.0.0.0:PORT to be scraped from elsewhere; off to disable"},
 			&cli.DurationFlag{Name: "comm-timeout", Value: comm.DefaultTimeout, Usage: "deadline of every collective and of the rendezvous (a hung peer fails the run after this)"},
 			// "auto" sources, named as Hugging Face TrainingArguments name them.
 			&cli.IntFlag{Name: "micro-batch-size", Aliases: []string{"per_device_train_batch_size"}, Usage: "fills train_micro_batch_size_per_gpu: \"auto\""},
@@ -144,6 +146,10 @@ func runTrain(c *cli.Context) error {
 		}
 		defer cm.Close()
 	}
+	prom, err := startMetrics(c, rk)
+	if err != nil {
+		return err
+	}
 	peak := c.Float64("peak-flops")
 	if peak == 0 {
 		peak = blas.MeasurePeak(info.impl, 0.5) * 1e9
@@ -162,7 +168,7 @@ func runTrain(c *cli.Context) error {
 		EvalEvery: c.Int("eval-every"), EvalBatches: c.Int("eval-batches"), Shuffle: c.Bool("shuffle"),
 		Checkpoint:     c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present,
 		CheckpointHost: cfg.ActivationCheckpointing.CPUCheckpointing,
-		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out,
+		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out, Observer: prom,
 	})
 	if err != nil {
 		return err
@@ -210,6 +216,31 @@ func (b blasInfo) describe() string {
 		s += " [" + b.info.Note + "]"
 	}
 	return s
+}
+
+// startMetrics serves this rank's Prometheus endpoint. A busy port or any
+// other listening problem is a warning: metrics never fail a run.
+func startMetrics(c *cli.Context, rk launch.Rank) (trainer.Observer, error) {
+	addr, err := metrics.MetricsAddr(c.String("metrics-addr"), rk.LocalRank)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	if addr == "" {
+		return nil, nil
+	}
+	p, err := metrics.NewPrometheus(rk.Rank, metrics.PromOptions{})
+	if err != nil {
+		return nil, err
+	}
+	bound, err := p.Serve(c.Context, addr)
+	if err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "warning: rank %d: metrics endpoint not started: %v (training goes on; pass --metrics-addr to choose another port)\n", rk.Rank, err)
+		return p, nil
+	}
+	if rk.Rank == 0 {
+		fmt.Fprintf(c.App.Writer, "metrics: http://%s/metrics (rank 0; local rank r serves port + r)\n", bound)
+	}
+	return p, nil
 }
 
 // connect joins the job's rendezvous (rank 0 serves it at MASTER_ADDR:PORT)
