@@ -123,6 +123,7 @@ type run struct {
 	tg    []int32
 
 	log       *metrics.JSONL
+	monitors  metrics.Monitors // DeepSpeed's csv_monitor and tensorboard (rank 0)
 	prog      metrics.Progress
 	breakdown metrics.Breakdown
 }
@@ -262,6 +263,45 @@ func (r *run) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.rank == 0 {
+		if err := r.openMonitors(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openMonitors starts the config's monitor blocks on rank 0: csv_monitor and
+// tensorboard write files (under output_path, else --output-dir); wandb and
+// comet need a network gotrain never uses.
+func (r *run) openMonitors() error {
+	c := r.o.Config
+	dir := func(p string) string {
+		if p == "" {
+			return r.o.OutputDir
+		}
+		return p
+	}
+	if c.CSVMonitor.Enabled {
+		m, err := metrics.NewCSVMonitor(dir(c.CSVMonitor.OutputPath), c.CSVMonitor.JobName)
+		if err != nil {
+			return fmt.Errorf("csv_monitor: %w", err)
+		}
+		r.monitors = append(r.monitors, m)
+	}
+	if c.TensorBoard.Enabled {
+		m, err := metrics.NewTensorBoard(dir(c.TensorBoard.OutputPath), c.TensorBoard.JobName)
+		if err != nil {
+			return fmt.Errorf("tensorboard: %w", err)
+		}
+		r.monitors = append(r.monitors, m)
+	}
+	if c.WandB.Enabled {
+		fmt.Fprintln(r.o.Log, metrics.UnsupportedMonitorWarning("wandb"))
+	}
+	if c.Comet.Enabled {
+		fmt.Fprintln(r.o.Log, metrics.UnsupportedMonitorWarning("comet"))
+	}
 	return nil
 }
 
@@ -310,6 +350,9 @@ func (r *run) close() {
 	}
 	if r.log != nil {
 		r.log.Close()
+	}
+	if len(r.monitors) > 0 {
+		r.monitors.Close()
 	}
 	for _, b := range []backend.Buffer{r.scalar, r.memBufs[0], r.memBufs[1]} {
 		if !b.IsNil() {
@@ -449,6 +492,13 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		}
 		if o.Observer != nil {
 			o.Observer.ObserveStep(rec, r.be.Memory(), commCounters(r.c.Stats()))
+		}
+		if len(r.monitors) > 0 {
+			// DeepSpeed's monitors put samples, not steps, on the x-axis.
+			samples := int64(step) * int64(o.Batch.TrainBatchSize)
+			if err := r.monitors.Write(metrics.StepEvents(rec, samples, r.scaler != nil)); err != nil {
+				return res, fmt.Errorf("step %d: monitor: %w", step, err)
+			}
 		}
 		r.breakdown.Add(rec.ForwardSeconds, rec.BackwardSeconds, rec.CommSeconds, rec.OptimizerSeconds)
 		if step%o.PrintEvery == 0 || step == 1 || step == o.MaxSteps {

@@ -56,6 +56,7 @@ func commands() []*cli.Command {
 		sampleCommand(),
 		configCommand(),
 		estimateCommand(),
+		plotCommand(),
 		dataCommand(),
 		launchCommand(),
 		slurmCommand(),
