@@ -228,7 +228,18 @@ func startMetrics(c *cli.Context, rk launch.Rank) (trainer.Observer, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	p, err := metrics.NewPrometheus(rk.Rank, metrics.PromOptions{})
+	var popts metrics.PromOptions
+	// GPU metrics come from NVML when a driver answers; otherwise they are
+	// not registered and rank 0 says why once.
+	if _, nerr := metrics.QueryDefaultNVML(""); nerr == nil {
+		popts.GPUs = func() ([]metrics.GPUInfo, error) {
+			rep, err := metrics.QueryDefaultNVML("")
+			return rep.GPUs, err
+		}
+	} else if rk.Rank == 0 {
+		fmt.Fprintf(c.App.ErrWriter, "info: no GPU metrics: %v\n", nerr)
+	}
+	p, err := metrics.NewPrometheus(rk.Rank, popts)
 	if err != nil {
 		return nil, err
 	}
