@@ -1,0 +1,24 @@
+// Package checkpoint owns gotrain's training checkpoints on disk: the layout
+// (<output>/checkpoints/global_step<N>/ plus a "latest" file naming the tag,
+// as DeepSpeed users expect), the atomic save, the load, resharding onto a
+// different world size or ZeRO stage, integrity checks and export to a
+// Hugging Face model.
+//
+// A tag holds one safetensors file per state kind (fp32 master params,
+// AdamW's exp_avg and exp_avg_sq), each holding every parameter under its
+// Hugging Face GPT-2 name in gotrain's flat layout (matrices (out, in), wte
+// with Vp rows), F32, in layout order with no gaps. Flat element i of a kind
+// is therefore at one computable byte offset, so:
+//   - every rank computes every header from the model.Layout alone and
+//     pwrites only the flat range it owns (no rank ever holds the full
+//     optimizer state, no file is per rank);
+//   - a resume with any world size or stage reads whichever ranges it owns.
+//
+// meta.json carries the training position (step, samples, tokens), the
+// configs, scheduler and loss-scaler state, per-rank data positions, the RNG
+// seed and a CRC-32C (Castagnoli) per tensor per file.
+//
+// A save is written under ".<tag>.tmp", fsynced, renamed to <tag>, and only
+// then is "latest" replaced (write, fsync, rename). A crash at any point
+// leaves the previous tag and "latest" as they were.
+package checkpoint

@@ -1,0 +1,73 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/gotrain/gotrain/model"
+)
+
+// FormatVersion is the version of the tag layout this package writes.
+const FormatVersion = 1
+
+// Metadata is meta.json: everything a resume needs besides the tensors.
+// The trainer fills the training fields; Finish fills Tag, WorldSize,
+// Kinds, NumParams, Files and Created.
+type Metadata struct {
+	FormatVersion int    `json:"format_version"`
+	Tag           string `json:"tag"`
+	Step          int64  `json:"step"`    // optimizer steps taken
+	Samples       int64  `json:"samples"` // sequences consumed, all ranks
+	Tokens        int64  `json:"tokens"`  // tokens consumed, all ranks
+	WorldSize     int    `json:"world_size"`
+	Stage         int    `json:"zero_stage"`
+	Precision     string `json:"precision"` // "fp32", "bf16" or "fp16"
+
+	Model           ModelConfig `json:"model"`
+	DeepSpeedConfig string      `json:"ds_config"` // the config file's JSON text as the run read it
+
+	Scheduler    json.RawMessage `json:"lr_scheduler,omitempty"`
+	LossScaler   json.RawMessage `json:"loss_scaler,omitempty"`
+	DataPosition json.RawMessage `json:"data_position,omitempty"` // per rank, as the data loader exports it
+	Seed         uint64          `json:"seed"`
+
+	Layout    string               `json:"layout"`
+	NumParams int                  `json:"num_params"`
+	Kinds     []Kind               `json:"kinds"`
+	Files     map[Kind]FileSummary `json:"files"`
+	Created   time.Time            `json:"created"`
+}
+
+// ModelConfig is model.Config with Hugging Face key names.
+type ModelConfig struct {
+	NPositions  int `json:"n_positions"`
+	VocabSize   int `json:"vocab_size"`
+	PaddedVocab int `json:"padded_vocab_size"`
+	NLayer      int `json:"n_layer"`
+	NHead       int `json:"n_head"`
+	NEmbd       int `json:"n_embd"`
+}
+
+// ModelConfigOf converts a model.Config.
+func ModelConfigOf(c model.Config) ModelConfig {
+	return ModelConfig{NPositions: c.MaxT, VocabSize: c.V, PaddedVocab: c.Vp, NLayer: c.L, NHead: c.NH, NEmbd: c.C}
+}
+
+// Config converts back to a model.Config.
+func (m ModelConfig) Config() model.Config {
+	return model.Config{MaxT: m.NPositions, V: m.VocabSize, Vp: m.PaddedVocab, L: m.NLayer, NH: m.NHead, C: m.NEmbd}
+}
+
+// FileSummary is one kind's file as Finish saw it.
+type FileSummary struct {
+	Name         string           `json:"name"`
+	Size         int64            `json:"size"`
+	HeaderCRC32C uint32           `json:"header_crc32c"` // over the length prefix and JSON
+	Tensors      []TensorChecksum `json:"tensors"`       // in file order
+}
+
+// TensorChecksum is the CRC-32C (Castagnoli) of one tensor's bytes.
+type TensorChecksum struct {
+	Name   string `json:"name"`
+	CRC32C uint32 `json:"crc32c"`
+}
