@@ -119,6 +119,15 @@
 // ahead first (a prefetch only those needed later than itself). Step frees
 // every window, since the parameters change under them.
 //
+// # Checkpoints
+//
+// ExportState hands each rank's owned ranges of the fp32 master and the
+// AdamW moments to a writer in the model's flat layout (stage 0: rank 0
+// writes everything), one chunk at a time. RestoreState reads back the
+// ranges the engine's own world size and stage assign, so a checkpoint
+// reshards onto any world and stage; the parameters every rank holds whole
+// are read whole, rather than gathered, and rounded to ParamDType.
+//
 // # Concurrency
 //
 // One goroutine per engine issues every collective, in the order the
