@@ -58,6 +58,14 @@ type Options struct {
 	// Prometheus endpoint).
 	Observer   Observer
 	PrintEvery int // steps between progress lines; 0: steps_per_print or 10
+
+	// Checkpoints under <OutputDir>/checkpoints: every SaveEvery steps (0:
+	// only at the end and when stopped by a signal), keeping the newest
+	// SaveTotalLimit tags (0: all). Resume is "auto" (continue from latest if
+	// present), "never", or a checkpoints directory or tag directory.
+	SaveEvery, SaveTotalLimit int
+	Resume                    string
+	ConfigText                string // the config file as read, stored in checkpoints
 }
 
 // Observer receives each optimizer step with this rank's memory accounting
@@ -102,20 +110,22 @@ func Run(ctx context.Context, be backend.Backend, opts Options) (*Result, error)
 }
 
 type run struct {
-	be      backend.Backend
-	o       Options
-	c       comm.Comm
-	rank    int
-	world   int
-	eng     *zero.Engine
-	m       *model.Model
-	opt     optim.AdamWConfig
-	sch     optim.Scheduler
-	scaler  *optim.LossScaler // fp16 only
-	updates int               // successful optimizer updates (AdamW's bias-correction step)
-	skipped int               // steps skipped on fp16 overflow
-	scalar  backend.Buffer    // F32 (1): a value averaged over ranks
-	memBufs [2]backend.Buffer
+	be        backend.Backend
+	o         Options
+	c         comm.Comm
+	rank      int
+	world     int
+	eng       *zero.Engine
+	m         *model.Model
+	opt       optim.AdamWConfig
+	sch       optim.Scheduler
+	scaler    *optim.LossScaler // fp16 only
+	updates   int               // successful optimizer updates (AdamW's bias-correction step)
+	skipped   int               // steps skipped on fp16 overflow
+	startStep int               // 1, or the step after a resumed checkpoint's
+	tokens0   int64             // tokens consumed before this process started
+	scalar    backend.Buffer    // F32 (1): a value averaged over ranks
+	memBufs   [2]backend.Buffer
 
 	train *data.Loader
 	val   *data.EvalLoader
@@ -192,20 +202,30 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	zo := engineOptions(o.Config)
 	zo.ParamDType, zo.GradAccumDType = pdt, gdt
-	eng, err := zero.New(ctx, r.be, r.c, engineGroups(lay), zo)
+	// A signal stops the loop at a step boundary, after a checkpoint; it
+	// must not abort the collectives that checkpoint needs.
+	eng, err := zero.New(context.WithoutCancel(ctx), r.be, r.c, engineGroups(lay), zo)
 	if err != nil {
 		return err
 	}
 	r.eng = eng
-	err = eng.InitParams(func(g int) ([]float32, error) {
-		if host != nil {
-			off, n := lay.GroupRange(g)
-			return host[off : off+n], nil
-		}
-		return model.InitGroup(lay, o.Seed, g), nil
-	})
+	ck, err := resumeReader(o)
 	if err != nil {
-		return err
+		return fmt.Errorf("--resume: %w", err)
+	}
+	if ck != nil {
+		defer ck.Close()
+	} else {
+		err = eng.InitParams(func(g int) ([]float32, error) {
+			if host != nil {
+				off, n := lay.GroupRange(g)
+				return host[off : off+n], nil
+			}
+			return model.InitGroup(lay, o.Seed, g), nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	host = nil
 	mopts := model.Options{Store: eng, Checkpoint: o.Checkpoint, ParamDType: pdt, ActDType: pdt}
@@ -265,6 +285,12 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	if r.rank == 0 {
 		if err := r.openMonitors(); err != nil {
+			return err
+		}
+	}
+	r.startStep = 1
+	if ck != nil {
+		if r.startStep, r.tokens0, err = r.restore(ck); err != nil {
 			return err
 		}
 	}
@@ -368,16 +394,18 @@ func (r *run) close() {
 }
 
 func (r *run) loop(ctx context.Context) (*Result, error) {
+	runCtx := ctx
 	o := r.o
 	B, T, gas := o.Batch.MicroBatch, o.SeqLen, o.Batch.GradAccum
 	tokensPerStep := int64(B * T * gas * r.world)
 	flopsPerToken := o.Model.FlopsPerToken(T)
 	res := &Result{FirstValLoss: math.NaN(), FinalValLoss: math.NaN()}
 	var afterFirst time.Time
-	var tokens int64
+	tokens := r.tokens0
+	bg := context.WithoutCancel(ctx) // collectives finish even after a signal
 
-	if r.val != nil {
-		vl, err := r.evaluate(ctx)
+	if r.val != nil && r.startStep == 1 {
+		vl, err := r.evaluate(bg)
 		if err != nil {
 			return nil, err
 		}
@@ -389,9 +417,21 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	}
 
 	start := time.Now()
-	for step := 1; step <= o.MaxSteps; step++ {
-		if err := ctx.Err(); err != nil {
-			return res, fmt.Errorf("stopped at step %d: %w", step, err)
+	ctx = bg
+	for step := r.startStep; step <= o.MaxSteps; step++ {
+		stop, err := r.stopRequested(runCtx)
+		if err != nil {
+			return res, err
+		}
+		if stop {
+			// A signal (SIGTERM from a scheduler's preemption, Ctrl-C):
+			// every rank agreed to stop here; keep the work done so far.
+			if step > r.startStep {
+				if err := r.save(ctx, step-1, tokens); err != nil {
+					return res, err
+				}
+			}
+			return res, fmt.Errorf("stopped before step %d: %w", step, context.Canceled)
 		}
 		t0 := time.Now()
 		if err := r.eng.ZeroGrad(); err != nil {
@@ -469,7 +509,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 
 		dt := time.Since(t0)
 		tokens += tokensPerStep
-		if step == 1 {
+		if step == r.startStep {
 			afterFirst = time.Now()
 			res.FirstLoss = loss
 		}
@@ -509,6 +549,11 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			}
 		}
 		res.Steps, res.FinalLoss, res.SkippedSteps = step, loss, r.skipped
+		if step == o.MaxSteps || (o.SaveEvery > 0 && step%o.SaveEvery == 0) {
+			if err := r.save(ctx, step, tokens); err != nil {
+				return res, err
+			}
+		}
 
 		if r.val != nil && ((o.EvalEvery > 0 && step%o.EvalEvery == 0) || step == o.MaxSteps) {
 			vl, err := r.evaluate(ctx)
@@ -522,8 +567,8 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			}
 		}
 	}
-	if o.MaxSteps > 1 {
-		res.TokensPerSecond = float64(tokens-tokensPerStep) / time.Since(afterFirst).Seconds()
+	if o.MaxSteps > r.startStep {
+		res.TokensPerSecond = float64(tokens-r.tokens0-tokensPerStep) / time.Since(afterFirst).Seconds()
 		if o.PeakFLOPS > 0 {
 			res.MFU = res.TokensPerSecond / float64(r.world) * flopsPerToken / o.PeakFLOPS
 		}
@@ -696,4 +741,31 @@ func commCounters(s comm.Stats) metrics.CommCounters {
 		cc[k.Label()] = metrics.CommOp{Bytes: o.Bytes, Seconds: o.Seconds}
 	}
 	return cc
+}
+
+// stopRequested reports whether any rank has been signalled to stop, agreed
+// by every rank (a one-element all-reduce of the flag), so all ranks stop at
+// the same step boundary.
+func (r *run) stopRequested(ctx context.Context) (bool, error) {
+	local := float64(0)
+	if ctx.Err() != nil {
+		local = 1
+	}
+	if r.world == 1 {
+		return local == 1, nil
+	}
+	if err := backend.WriteF32(r.be, r.scalar, []float32{float32(local)}); err != nil {
+		return false, err
+	}
+	err := r.eng.Collective(context.WithoutCancel(ctx), "stop flag", func(ctx context.Context, c comm.Comm) error {
+		return c.AllReduce(ctx, r.scalar, comm.Max)
+	})
+	if err != nil {
+		return false, err
+	}
+	v, err := backend.ReadF32(r.be, r.scalar)
+	if err != nil {
+		return false, err
+	}
+	return v[0] != 0, nil
 }

@@ -57,6 +57,7 @@ func commands() []*cli.Command {
 		configCommand(),
 		estimateCommand(),
 		plotCommand(),
+		checkpointCommand(),
 		dataCommand(),
 		launchCommand(),
 		slurmCommand(),

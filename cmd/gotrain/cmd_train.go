@@ -54,6 +54,9 @@ func trainCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads for the CPU backend and BLAS (0: all cores)"},
 			&cli.Float64Flag{Name: "peak-flops", Usage: "peak FLOP/s of one rank for MFU (0: measure the sgemm roofline at start-up)"},
 			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},
+			&cli.IntFlag{Name: "save-every", Usage: "save a checkpoint every `N` steps (always at the end and on SIGTERM/Ctrl-C)"},
+			&cli.IntFlag{Name: "save-total-limit", Usage: "keep only the newest `K` checkpoints (0: all); older ones go only after a newer one is complete"},
+			&cli.StringFlag{Name: "resume", Value: "auto", Usage: "auto (continue from <output-dir>/checkpoints/latest if present), never, or a checkpoints or global_step `DIR`"},
 			&cli.StringFlag{Name: "metrics-addr", Value: metrics.DefaultMetricsAddr, Usage: "Prometheus endpoint (/metrics, /healthz) `HOST:PORT`; each local rank adds its LOCAL_RANK to the port; 0.0.0.0:PORT to be scraped from elsewhere; off to disable"},
 			&cli.DurationFlag{Name: "comm-timeout", Value: comm.DefaultTimeout, Usage: "deadline of every collective and of the rendezvous (a hung peer fails the run after this)"},
 			// "auto" sources, named as Hugging Face TrainingArguments name them.
@@ -169,6 +172,8 @@ func runTrain(c *cli.Context) error {
 		Checkpoint:     c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present,
 		CheckpointHost: cfg.ActivationCheckpointing.CPUCheckpointing,
 		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out, Observer: prom,
+		SaveEvery: c.Int("save-every"), SaveTotalLimit: c.Int("save-total-limit"), Resume: c.String("resume"),
+		ConfigText: configText(c.String("config")),
 	})
 	if err != nil {
 		return err
@@ -216,6 +221,18 @@ func (b blasInfo) describe() string {
 		s += " [" + b.info.Note + "]"
 	}
 	return s
+}
+
+// configText is the config file's text for checkpoints ("" for the embedded default).
+func configText(path string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // startMetrics serves this rank's Prometheus endpoint. A busy port or any
