@@ -31,7 +31,8 @@ run: build ## prepare a corpus from the Go sources, train gpt2-tiny on 2 CPU ran
 	@if [ ! -f $(DATA_DIR)/train_000000.bin ]; then \
 	  $(BIN) data prepare --input "$$($(GO) env GOROOT)/src" --ext .go --tokenizer gpt2 \
 	    --output $(DATA_DIR) --val-fraction 0.02 --max-docs 4000; fi
-	$(BIN) launch --nproc 2 train --config configs/ds_zero2.json --model gpt2-tiny \
+	rm -rf $(RUN_DIR)/checkpoints $(RUN_DIR)/metrics.jsonl
+	$(BIN) launch --nproc 2 train --config configs/ds_zero2.json --model gpt2-tiny --resume never \
 	  --data '$(DATA_DIR)/train_*.bin' --val-data '$(DATA_DIR)/val_*.bin' --shuffle \
 	  --seq-len 128 --max-steps $(RUN_STEPS) --eval-every 50 --output-dir $(RUN_DIR)
 	$(BIN) plot $(RUN_DIR)

@@ -76,6 +76,17 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 		WorldSize: r.world, Stage: r.o.Config.ZeRO.Stage, Precision: pdt.String(),
 		Model: checkpoint.ModelConfigOf(r.o.Model), Seed: r.o.Seed, DataPosition: raw,
 	}
+	// The scheduler and loss-scaler states also sit under DeepSpeed's own
+	// key names, for people reading meta.json; the resume reads them from
+	// the trainer state above.
+	if meta.Scheduler, err = json.Marshal(ts.Scheduler); err != nil {
+		return err
+	}
+	if ts.Scaler != nil {
+		if meta.LossScaler, err = json.Marshal(ts.Scaler); err != nil {
+			return err
+		}
+	}
 	if r.o.ConfigText != "" {
 		meta.DeepSpeedConfig = r.o.ConfigText
 	}

@@ -54,7 +54,7 @@ func checkpointCommand() *cli.Command {
 			{
 				Name:      "export",
 				Usage:     "write a checkpoint's weights as Hugging Face GPT-2 model.safetensors + config.json",
-				UsageText: "gotrain checkpoint export OUTPUT_DIR/checkpoints [--tag global_stepN] --out DIR [--dtype fp32|bf16]",
+				UsageText: "gotrain checkpoint export --out DIR [--tag global_stepN] [--dtype fp32|bf16] OUTPUT_DIR/checkpoints",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "tag", Usage: "checkpoint `TAG` (default: the one latest names)"},
 					&cli.StringFlag{Name: "out", Usage: "output `DIR`", Required: true},
