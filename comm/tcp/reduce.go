@@ -76,43 +76,28 @@ func f32AsBytes(f []float32) []byte {
 func reduceInto(dst, src []byte, wt backend.DType, op comm.Op) {
 	switch wt {
 	case backend.F32:
-		d, s := asF32(dst), asF32(src)
-		s = s[:len(d)]
-		if op == comm.Max {
-			for i := range d {
-				d[i] = max(d[i], s[i]) // NaN wins, whichever side it is on
-			}
-			return
-		}
-		for i := range d {
-			d[i] += s[i]
-		}
+		// max of float32 propagates NaN whichever side it is on.
+		reduceSlices(asF32(dst), asF32(src), op)
 	case backend.I32:
-		d, s := asI32(dst), asI32(src)
-		s = s[:len(d)]
-		if op == comm.Max {
-			for i := range d {
-				d[i] = max(d[i], s[i])
-			}
-			return
-		}
-		for i := range d {
-			d[i] += s[i]
-		}
+		reduceSlices(asI32(dst), asI32(src), op)
 	case backend.U16:
-		d, s := asU16(dst), asU16(src)
-		s = s[:len(d)]
-		if op == comm.Max {
-			for i := range d {
-				d[i] = max(d[i], s[i])
-			}
-			return
-		}
-		for i := range d {
-			d[i] += s[i]
-		}
+		reduceSlices(asU16(dst), asU16(src), op)
 	default:
 		panic("tcp: reduce in unsupported wire type")
+	}
+}
+
+// reduceSlices sets d = max(d, s) for Max and d += s otherwise.
+func reduceSlices[T float32 | int32 | uint16](d, s []T, op comm.Op) {
+	s = s[:len(d)]
+	if op == comm.Max {
+		for i := range d {
+			d[i] = max(d[i], s[i])
+		}
+		return
+	}
+	for i := range d {
+		d[i] += s[i]
 	}
 }
 
