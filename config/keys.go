@@ -30,7 +30,7 @@ const (
 	// Ignored keys are accepted and validated but have no effect in gotrain (for example CUDA-allocator or
 	// logging details that gotrain handles its own way); they never change the numbers a run produces.
 	Ignored
-	// NotSupported keys are accepted but the feature is not implemented; setting one to a non-default value
+	// NotSupported keys are accepted but gotrain lacks the feature; setting one to a non-default value
 	// produces a single warning listing all of them.
 	NotSupported
 )

@@ -92,7 +92,7 @@ func optimizerParams(canonical string, torch bool) []paramSpec {
 	case "adam", "adamw":
 		return []paramSpec{
 			lr(1e-3), betas(adamBetas()), eps(1e-8), wd,
-			pb("bias_correction", true).state(NotSupported).about("false is not implemented"),
+			pb("bias_correction", true).state(NotSupported).about("false is not supported"),
 			pb("adam_w_mode", true).about("Adam with true (the default) is AdamW"),
 			pb("torch_adam", false).state(Ignored).about("selects an implementation, not the math"),
 			pb("amsgrad", false).state(NotSupported),

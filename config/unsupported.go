@@ -69,7 +69,7 @@ func (d *decoder) warnUnsupported(list []string) {
 	if len(list) == 0 {
 		return
 	}
-	d.warnAt(0, 0, "", fmt.Sprintf("accepted but not implemented by gotrain yet, so they have no effect on this run: %s", strings.Join(list, ", ")),
+	d.warnAt(0, 0, "", fmt.Sprintf("accepted but not supported by gotrain yet, so they have no effect on this run: %s", strings.Join(list, ", ")),
 		"remove them, or keep them if the file is also used with DeepSpeed")
 }
 

@@ -137,7 +137,7 @@ func TestUnsupportedSingleWarning(t *testing.T) {
 	c := mustParse(t, src, Overrides{})
 	var found []Warning
 	for _, w := range c.Warnings {
-		if strings.Contains(w.Msg, "not implemented by gotrain") {
+		if strings.Contains(w.Msg, "not supported by gotrain") {
 			found = append(found, w)
 		}
 	}

@@ -73,7 +73,7 @@ func scheduler(s *config.Scheduler) (optim.Scheduler, error) {
 		sch, err = optim.NewLRRangeTest(optim.LRRangeTestParams{MinLR: p.LRRangeTestMinLR,
 			StepSize: p.LRRangeTestStepSize, StepRate: p.LRRangeTestStepRate, Staircase: p.LRRangeTestStaircase})
 	default:
-		return nil, fmt.Errorf("scheduler.type %q: not implemented by gotrain", s.Type)
+		return nil, fmt.Errorf("scheduler.type %q: not supported by gotrain", s.Type)
 	}
 	if err != nil {
 		return nil, err // optim names the scheduler and the parameter

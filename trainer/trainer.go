@@ -524,9 +524,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			ForwardSeconds: fwd.Seconds(), BackwardSeconds: bwd.Seconds(), OptimizerSeconds: optDur.Seconds(),
 			CommSeconds: commSeconds(r.c.Stats()) - commBefore,
 		}
-		if o.PeakFLOPS > 0 {
-			rec.MFU = tps / float64(r.world) * flopsPerToken / o.PeakFLOPS
-		}
+		rec.MFU = metrics.MFU(tps/float64(r.world), flopsPerToken, o.PeakFLOPS)
 		if err := r.writeLog(rec); err != nil {
 			return res, err
 		}
@@ -569,9 +567,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	}
 	if o.MaxSteps > r.startStep {
 		res.TokensPerSecond = float64(tokens-r.tokens0-tokensPerStep) / time.Since(afterFirst).Seconds()
-		if o.PeakFLOPS > 0 {
-			res.MFU = res.TokensPerSecond / float64(r.world) * flopsPerToken / o.PeakFLOPS
-		}
+		res.MFU = metrics.MFU(res.TokensPerSecond/float64(r.world), flopsPerToken, o.PeakFLOPS)
 	}
 	if o.OutputDir != "" {
 		path, err := r.saveWeights(ctx)
