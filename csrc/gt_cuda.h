@@ -114,6 +114,7 @@ typedef CUresult (*gt_cuStreamCreate_fn)(CUstream *ps, unsigned int flags);
 typedef CUresult (*gt_cuStreamDestroy_fn)(CUstream s);
 typedef CUresult (*gt_cuStreamSynchronize_fn)(CUstream s);
 typedef CUresult (*gt_cuStreamWaitEvent_fn)(CUstream s, CUevent e, unsigned int flags);
+typedef CUresult (*gt_cuStreamQuery_fn)(CUstream s);
 typedef CUresult (*gt_cuEventCreate_fn)(CUevent *pe, unsigned int flags);
 typedef CUresult (*gt_cuEventRecord_fn)(CUevent e, CUstream s);
 typedef CUresult (*gt_cuEventSynchronize_fn)(CUevent e);
@@ -264,6 +265,10 @@ static inline CUresult gt_cuStreamSynchronize(void *fn, uintptr_t s) {
 static inline CUresult gt_cuStreamWaitEvent(void *fn, uintptr_t s, uintptr_t e, unsigned int flags) {
 	return ((gt_cuStreamWaitEvent_fn)fn)((CUstream)s, (CUevent)e, flags);
 }
+
+/* CUDA_SUCCESS when all work queued on s is done, CUDA_ERROR_NOT_READY
+ * while some is pending, any other code for a failure of that work. */
+static inline CUresult gt_cuStreamQuery(void *fn, uintptr_t s) { return ((gt_cuStreamQuery_fn)fn)((CUstream)s); }
 
 static inline CUresult gt_cuEventCreate(void *fn, uintptr_t *e, unsigned int flags) {
 	CUevent h = NULL;

@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/gotrain/gotrain/cuda"
+	"github.com/gotrain/gotrain/cuda/cudatest"
 )
 
 // newMockLt loads the mock cuBLASLt through $GOTRAIN_LIBCUBLASLT and makes
 // a handle on the device's thread.
 func newMockLt(t *testing.T, dev *cuda.Device, defines ...string) (*LtLibrary, *LtHandle) {
 	t.Helper()
-	t.Setenv(EnvLtLibrary, buildMock(t, "libcublasLt.so.12", "mock_cublaslt.c", defines...))
+	t.Setenv(EnvLtLibrary, cudatest.BuildMockCUBLASLt(t, defines...))
 	lib, err := LoadLt(LoadOptions{})
 	if err != nil {
 		t.Fatalf("load mock cuBLASLt: %v", err)

@@ -1,38 +1,11 @@
 package cublas
 
 import (
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/gotrain/gotrain/cuda"
 	"github.com/gotrain/gotrain/cuda/cudatest"
 )
-
-// buildMock compiles testdata/src (with testdata on the include path and
-// the given -D definitions) into a shared library called name in a
-// temporary directory, and returns its path. It skips only without gcc.
-func buildMock(t *testing.T, name, src string, defines ...string) string {
-	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skipf("gcc not found, cannot build the mock %s: %v", name, err)
-	}
-	testdata, err := filepath.Abs("testdata")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := filepath.Join(t.TempDir(), name)
-	args := []string{"-shared", "-fPIC", "-O1", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-I", testdata}
-	for _, d := range defines {
-		args = append(args, "-D"+d)
-	}
-	args = append(args, "-o", lib, filepath.Join(testdata, src), "-lm")
-	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("build mock %s: %v\n%s", name, err, out)
-	}
-	return lib
-}
 
 // mockDevice opens device 0 of a fresh mock CUDA driver, whose device
 // pointers are host pointers the mock cuBLAS computes on.
@@ -67,7 +40,7 @@ type mockEnv struct {
 func newMockEnv(t *testing.T, defines ...string) *mockEnv {
 	t.Helper()
 	dev := mockDevice(t)
-	t.Setenv(EnvLibrary, buildMock(t, "libcublas.so.12", "mock_cublas.c", defines...))
+	t.Setenv(EnvLibrary, cudatest.BuildMockCUBLAS(t, defines...))
 	lib, err := Load(LoadOptions{})
 	if err != nil {
 		t.Fatalf("load mock cuBLAS: %v", err)

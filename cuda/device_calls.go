@@ -105,6 +105,12 @@ func (d *Device) StreamSynchronize(s Stream) error {
 	return d.Do(func(c *Ctx) error { return c.StreamSynchronize(s) })
 }
 
+// StreamQuery reports whether the work queued on s is done, without
+// waiting for it.
+func (d *Device) StreamQuery(s Stream) (bool, error) {
+	return do1(d, func(c *Ctx) (bool, error) { return c.StreamQuery(s) })
+}
+
 // StreamWaitEvent makes later work on s wait for e.
 func (d *Device) StreamWaitEvent(s Stream, e Event) error {
 	return d.Do(func(c *Ctx) error { return c.StreamWaitEvent(s, e) })

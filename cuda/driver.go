@@ -43,6 +43,7 @@ type symbols struct {
 	memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync                        unsafe.Pointer
 	memsetD8, memsetD32, memsetD8Async                                       unsafe.Pointer
 	streamCreate, streamDestroy, streamSynchronize, streamWaitEvent          unsafe.Pointer
+	streamQuery                                                              unsafe.Pointer
 	eventCreate, eventRecord, eventSynchronize, eventDestroy                 unsafe.Pointer
 	eventElapsedTime                                                         unsafe.Pointer
 	moduleLoadDataEx, moduleGetFunction, moduleUnload                        unsafe.Pointer
@@ -75,6 +76,7 @@ func (s *symbols) table() []struct {
 		{"cuMemsetD8_v2", &s.memsetD8}, {"cuMemsetD32_v2", &s.memsetD32}, {"cuMemsetD8Async", &s.memsetD8Async},
 		{"cuStreamCreate", &s.streamCreate}, {"cuStreamDestroy_v2", &s.streamDestroy},
 		{"cuStreamSynchronize", &s.streamSynchronize}, {"cuStreamWaitEvent", &s.streamWaitEvent},
+		{"cuStreamQuery", &s.streamQuery},
 		{"cuEventCreate", &s.eventCreate}, {"cuEventRecord", &s.eventRecord},
 		{"cuEventSynchronize", &s.eventSynchronize}, {"cuEventDestroy_v2", &s.eventDestroy},
 		{"cuModuleLoadDataEx", &s.moduleLoadDataEx}, {"cuModuleGetFunction", &s.moduleGetFunction},

@@ -42,6 +42,21 @@ func (c *Ctx) StreamSynchronize(s Stream) error {
 	return nil
 }
 
+// StreamQuery reports whether all work queued on s is done, without
+// waiting (cuStreamQuery): a caller that must not hold the device thread
+// while a stream drains polls it instead of calling StreamSynchronize. A
+// failure of the queued work is returned as an error.
+func (c *Ctx) StreamQuery(s Stream) (done bool, err error) {
+	switch r := C.gt_cuStreamQuery(c.d.drv.sym.streamQuery, C.uintptr_t(s)); r {
+	case C.CUDA_SUCCESS:
+		return true, nil
+	case C.CUDA_ERROR_NOT_READY:
+		return false, nil
+	default:
+		return false, c.err(r, "cuStreamQuery")
+	}
+}
+
 // StreamWaitEvent makes later work on s wait until e's recorded point.
 func (c *Ctx) StreamWaitEvent(s Stream, e Event) error {
 	if r := C.gt_cuStreamWaitEvent(c.d.drv.sym.streamWaitEvent, C.uintptr_t(s), C.uintptr_t(e), 0); r != C.CUDA_SUCCESS {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gotrain/gotrain/cuda"
+	"github.com/gotrain/gotrain/cuda/cudatest"
 )
 
 func testLoadMockVersionAndIDs(t *testing.T, w *world) {
@@ -197,7 +198,7 @@ func testArgumentChecks(t *testing.T, w *world) {
 // (2.7.3), those calls say which release they need; the rest works. A
 // one-rank communicator needs no peers (nor a device, for the mock).
 func TestCallsMissingFromOldNCCL(t *testing.T) {
-	t.Setenv(EnvLibrary, buildMockNCCL(t, "MOCK_NCCL_VERSION=2401"))
+	t.Setenv(EnvLibrary, cudatest.BuildMockNCCL(t, "MOCK_NCCL_VERSION=2401"))
 	lib, err := Load(LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

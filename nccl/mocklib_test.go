@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,31 +11,6 @@ import (
 	"github.com/gotrain/gotrain/cuda"
 	"github.com/gotrain/gotrain/cuda/cudatest"
 )
-
-// buildMockNCCL compiles testdata/mock_nccl.c with the given -D
-// definitions into a temporary libnccl.so.2 and returns its path. It skips
-// only without gcc.
-func buildMockNCCL(t *testing.T, defines ...string) string {
-	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skipf("gcc not found, cannot build the mock NCCL: %v", err)
-	}
-	src, err := filepath.Abs(filepath.Join("testdata", "mock_nccl.c"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := filepath.Join(t.TempDir(), "libnccl.so.2")
-	args := []string{"-shared", "-fPIC", "-O1", "-std=gnu11", "-Wall", "-Wextra", "-Werror"}
-	for _, d := range defines {
-		args = append(args, "-D"+d)
-	}
-	args = append(args, "-o", lib, src, "-lpthread", "-lm")
-	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("build mock NCCL: %v\n%s", err, out)
-	}
-	return lib
-}
 
 // maxRanks is the number of mock GPUs a world has.
 const maxRanks = 4
@@ -59,7 +32,7 @@ func newWorld(t *testing.T, defines ...string) *world {
 	if err != nil {
 		t.Fatalf("load mock driver: %v", err)
 	}
-	t.Setenv(EnvLibrary, buildMockNCCL(t, defines...))
+	t.Setenv(EnvLibrary, cudatest.BuildMockNCCL(t, defines...))
 	lib, err := Load(LoadOptions{})
 	if err != nil {
 		t.Fatalf("load mock NCCL: %v", err)

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gotrain/gotrain/cublas"
+	"github.com/gotrain/gotrain/cuda/cudatest"
 	"github.com/gotrain/gotrain/nccl"
 )
 
@@ -36,35 +36,12 @@ func TestDoctorGPULibsMissing(t *testing.T) {
 	}
 }
 
-// buildMock compiles one of the packages' mock libraries.
-func buildMock(t *testing.T, src, name string, defines ...string) string {
-	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skipf("gcc not found: %v", err)
-	}
-	src, err = filepath.Abs(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := filepath.Join(t.TempDir(), name)
-	args := []string{"-shared", "-fPIC", "-O1", "-std=gnu11", "-I", filepath.Dir(src)}
-	for _, d := range defines {
-		args = append(args, "-D"+d)
-	}
-	args = append(args, "-o", lib, src, "-lpthread")
-	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, out)
-	}
-	return lib
-}
-
 // TestDoctorGPULibsPresent runs the probes against the packages' mock
 // libraries, which report fixed versions.
 func TestDoctorGPULibsPresent(t *testing.T) {
-	t.Setenv(cublas.EnvLibrary, buildMock(t, "../../cublas/testdata/mock_cublas.c", "libcublas.so.12"))
-	t.Setenv(cublas.EnvLtLibrary, buildMock(t, "../../cublas/testdata/mock_cublaslt.c", "libcublasLt.so.12"))
-	t.Setenv(nccl.EnvLibrary, buildMock(t, "../../nccl/testdata/mock_nccl.c", "libnccl.so.2", "MOCK_NCCL_VERSION=2708"))
+	t.Setenv(cublas.EnvLibrary, cudatest.BuildMockCUBLAS(t))
+	t.Setenv(cublas.EnvLtLibrary, cudatest.BuildMockCUBLASLt(t))
+	t.Setenv(nccl.EnvLibrary, cudatest.BuildMockNCCL(t, "MOCK_NCCL_VERSION=2708"))
 	cb := doctorCUBLAS()
 	if cb.Err != "" || cb.Version != "12.3.4, cuBLASLt 12.3.4" || !strings.HasSuffix(cb.Path, "libcublas.so.12") {
 		t.Errorf("doctorCUBLAS() = %+v", cb)

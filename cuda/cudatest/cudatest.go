@@ -2,7 +2,8 @@
 // nccl and kernels run against: a C implementation of the driver API
 // symbols gotrain uses, on the CPU (testdata/mock_cuda.c says exactly what
 // it does and checks). Device pointers it hands out are host pointers from
-// malloc, so other mock libraries can compute on them.
+// malloc, so the mock cuBLAS, cuBLASLt and NCCL it also builds
+// (BuildMockCUBLAS, BuildMockCUBLASLt, BuildMockNCCL) compute on them.
 //
 // It is a non-test package so that every package's tests can use it; it
 // is never imported by production code.
@@ -81,9 +82,8 @@ func BuildMockDriver(t testing.TB) string {
 }
 
 // BuildMockLibrary compiles C source into a shared library named name in a
-// temporary directory of t and returns its path. Other packages' mocks
-// (cuBLAS, NCCL) use it for their own sources. It skips the test only if
-// gcc is missing.
+// temporary directory of t and returns its path, for tests that need a
+// library of their own making. It skips the test only if gcc is missing.
 func BuildMockLibrary(t testing.TB, name string, source []byte) string {
 	t.Helper()
 	gcc, err := exec.LookPath("gcc")

@@ -15,6 +15,12 @@
  * - Modules are PTX text. cuModuleGetFunction finds ".entry NAME" in it;
  *   launching runs a CPU version of the few test kernels listed in
  *   `kernels` below, over the launch's real grid and block.
+ * - With GOTRAIN_MOCK_CUDA_EMU naming a kernel emulation library (package
+ *   kernels/emu builds one from the real kernel sources), every other
+ *   kernel of a module that the library has is launched there: the CUDA
+ *   execution model on the CPU. An emulated launch that fails (a deadlock,
+ *   a bad shuffle) is CUDA_ERROR_LAUNCH_FAILED, with the emulator's message
+ *   on stderr.
  * - The unversioned legacy names (cuMemAlloc, ...) exist, as in libcuda,
  *   but fail with CUDA_ERROR_NOT_SUPPORTED, so dlsym'ing them is caught.
  *
@@ -23,6 +29,7 @@
  * devices, odd ones sm_90 (see cudatest.MockDeviceSpec).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +55,7 @@ enum {
 	E_INVALID_HANDLE = 400,
 	E_NOT_FOUND = 500,
 	E_ILLEGAL_ADDRESS = 700,
+	E_LAUNCH_FAILED = 719,
 	E_NOT_SUPPORTED = 801,
 };
 
@@ -204,6 +212,7 @@ static const struct {
 	{E_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
 	{E_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 	{E_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+	{E_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
 	{E_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 };
 
@@ -786,6 +795,7 @@ typedef struct mock_func {
 	uint32_t magic;
 	struct mock_module *mod;
 	kernel_fn fn; /* NULL: in the module but not runnable by the mock */
+	int emu_id;   /* >= 0: the kernel's index in the emulation library */
 	int max_dynamic_shared;
 	char name[128];
 	struct mock_func *next;
@@ -871,6 +881,32 @@ static int has_entry(const char *ptx, const char *name) {
 	return 0;
 }
 
+/* The kernel emulation library named by GOTRAIN_MOCK_CUDA_EMU, opened once. */
+typedef int (*emu_find_fn)(const char *);
+typedef int (*emu_launch_fn)(int, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void **, char *, int);
+static pthread_once_t emu_once = PTHREAD_ONCE_INIT;
+static emu_find_fn emu_find;
+static emu_launch_fn emu_launch;
+
+static void emu_open(void) {
+	const char *path = getenv("GOTRAIN_MOCK_CUDA_EMU");
+	if (path == NULL || *path == 0) {
+		return;
+	}
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		fprintf(stderr, "mock driver: GOTRAIN_MOCK_CUDA_EMU: %s\n", dlerror());
+		return;
+	}
+	emu_find = (emu_find_fn)dlsym(h, "gt_emu_find");
+	emu_launch = (emu_launch_fn)dlsym(h, "gt_emu_launch");
+	if (emu_find == NULL || emu_launch == NULL) {
+		fprintf(stderr, "mock driver: %s is not a kernel emulation library\n", path);
+		emu_find = NULL;
+		emu_launch = NULL;
+	}
+}
+
 CUresult cuModuleGetFunction(void **pf, void *mod, const char *name) {
 	CUresult r = need_ctx();
 	if (r != OK) {
@@ -890,9 +926,16 @@ CUresult cuModuleGetFunction(void **pf, void *mod, const char *name) {
 	f->magic = MAGIC_FUNC;
 	f->mod = m;
 	snprintf(f->name, sizeof f->name, "%s", name);
+	f->emu_id = -1;
 	for (size_t i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++) {
 		if (strcmp(kernels[i].name, name) == 0) {
 			f->fn = kernels[i].fn;
+		}
+	}
+	if (f->fn == NULL) {
+		pthread_once(&emu_once, emu_open);
+		if (emu_find != NULL) {
+			f->emu_id = emu_find(name);
 		}
 	}
 	f->next = m->funcs;
@@ -964,11 +1007,19 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
 	if (shmem > limit) {
 		return E_INVALID_VALUE;
 	}
-	if (f->fn == NULL) {
+	if (f->fn == NULL && f->emu_id < 0) {
 		return E_NOT_SUPPORTED;
 	}
 	if (params == NULL) {
 		return E_INVALID_VALUE;
+	}
+	if (f->fn == NULL) {
+		char msg[1024];
+		if (emu_launch(f->emu_id, gx, gy, gz, bx, by, bz, params, msg, (int)sizeof msg) != 0) {
+			fprintf(stderr, "mock driver: %s\n", msg);
+			return E_LAUNCH_FAILED;
+		}
+		return OK;
 	}
 	geom g = {gx, gy, gz, bx, by, bz};
 	return f->fn(&g, params);
@@ -1024,3 +1075,9 @@ CUresult cuMemsetD32(unsigned int d, unsigned int v, unsigned int n) {
 	(void)d, (void)v, (void)n;
 	return E_NOT_SUPPORTED;
 }
+
+/* ---- stream queries ---------------------------------------------------- */
+
+/* Streams run their work at once, so a live stream has never anything
+ * pending: CUDA_SUCCESS, never CUDA_ERROR_NOT_READY. */
+CUresult cuStreamQuery(void *s) { return check_stream(s); }

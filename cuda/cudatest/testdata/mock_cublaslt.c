@@ -1,9 +1,10 @@
 /*
- * mock_cublaslt.c: a CPU stand-in for libcublasLt.so, built by the cublas
- * package's tests and loaded through GOTRAIN_LIBCUBLASLT. It implements the
- * descriptor calls (checking each attribute's id and value size as
- * cublasLt.h defines them), a heuristic that offers one algorithm when the
- * layouts describe a consistent product, and cublasLtMatmul computing
+ * mock_cublaslt.c: a CPU stand-in for libcublasLt.so, built with gcc by
+ * cudatest.BuildMockCUBLASLt for tests and loaded through
+ * GOTRAIN_LIBCUBLASLT. It implements the descriptor calls (checking each
+ * attribute's id and value size as cublasLt.h defines them), a heuristic
+ * that offers one algorithm when the layouts describe a consistent
+ * product, and cublasLtMatmul computing
  *
  *   D = alpha * op(A) * op(B) + beta * C  [+ bias broadcast along columns]
  *

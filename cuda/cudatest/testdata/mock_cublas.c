@@ -1,10 +1,10 @@
 /*
- * mock_cublas.c: a CPU stand-in for libcublas.so, built by the cublas
- * package's tests with gcc and loaded through GOTRAIN_LIBCUBLAS. It exports
- * the cuBLAS symbols gotrain resolves, with the real C signatures and enum
- * values, and computes real results (mock_gemm.h), so a wrong argument
- * order, leading dimension, stride, type or enum value gives a wrong
- * answer or a status a test sees.
+ * mock_cublas.c: a CPU stand-in for libcublas.so, built with gcc by
+ * cudatest.BuildMockCUBLAS for tests and loaded through GOTRAIN_LIBCUBLAS.
+ * It exports the cuBLAS symbols gotrain resolves, with the real C
+ * signatures and enum values, and computes real results (mock_gemm.h), so
+ * a wrong argument order, leading dimension, stride, type or enum value
+ * gives a wrong answer or a status a test sees.
  *
  * Argument checks follow the cuBLAS documentation: negative sizes, short
  * leading dimensions or a negative batch count are

@@ -1,10 +1,10 @@
 /*
- * mock_nccl.c: a CPU stand-in for libnccl.so.2, built by the nccl package's
- * tests with gcc and loaded through GOTRAIN_LIBNCCL. It exports the NCCL
- * symbols gotrain resolves, with the real C signatures and enum values, and
- * moves real data: "device" pointers are host pointers (the mock libcuda
- * allocates device memory with malloc), so collectives read and write them
- * directly.
+ * mock_nccl.c: a CPU stand-in for libnccl.so.2, built with gcc by
+ * cudatest.BuildMockNCCL for tests and loaded through GOTRAIN_LIBNCCL. It
+ * exports the NCCL symbols gotrain resolves, with the real C signatures and
+ * enum values, and moves real data: "device" pointers are host pointers
+ * (the mock libcuda allocates device memory with malloc), so collectives
+ * read and write them directly.
  *
  * Ranks are threads of one process. ncclCommInitRank rendezvouses the
  * nranks callers presenting the same unique id in a process-wide table.
@@ -28,7 +28,8 @@
  *
  * Limits: one rank per OS thread (a group holding operations of several
  * communicators of one thread would wait for itself); reductions support
- * int32, float32, float64 and bfloat16; data movement supports every type.
+ * int32, float32, float64, bfloat16 and float16; data movement supports
+ * every type.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -203,6 +204,47 @@ static uint16_t f32_to_bf16(float f) {
 	return (uint16_t)(u >> 16);
 }
 
+/* IEEE binary16 to double, exactly. */
+static double f16_to_f64(uint16_t h) {
+	int e = (h >> 10) & 31, m = h & 1023;
+	double v;
+	if (e == 0) {
+		v = ldexp((double)m, -24);
+	} else if (e == 31) {
+		v = m ? NAN : INFINITY;
+	} else {
+		v = ldexp((double)(1024 + m), e - 25);
+	}
+	return (h & 0x8000) ? -v : v;
+}
+
+/* double to IEEE binary16, rounded once to nearest, ties to even
+ * (nearbyint in the default rounding mode), overflowing to infinity. */
+static uint16_t f64_to_f16(double v) {
+	uint16_t sign = signbit(v) ? 0x8000 : 0;
+	double a = fabs(v);
+	if (isnan(v)) {
+		return sign | 0x7e00;
+	}
+	if (a == 0) {
+		return sign;
+	}
+	int e;
+	frexp(a, &e);
+	int E = e - 1 < -14 ? -14 : e - 1; /* below 2^-14 the step stays 2^-24 */
+	double q = ldexp(1.0, E - 10);
+	double r = nearbyint(a / q) * q;
+	if (r > 65504.0) {
+		return sign | 0x7c00;
+	}
+	if (r < ldexp(1.0, -14)) {
+		return sign | (uint16_t)(r / ldexp(1.0, -24));
+	}
+	frexp(r, &e);
+	E = e - 1;
+	return sign | (uint16_t)((E + 15) << 10) | (uint16_t)(r / ldexp(1.0, E - 10) - 1024);
+}
+
 /* element i of buffer p as double (reducible types only) */
 static double load(const void *p, int dt, size_t i) {
 	switch (dt) {
@@ -214,6 +256,8 @@ static double load(const void *p, int dt, size_t i) {
 		return ((const double *)p)[i];
 	case ncclBfloat16:
 		return (double)bf16_to_f32(((const uint16_t *)p)[i]);
+	case ncclFloat16:
+		return f16_to_f64(((const uint16_t *)p)[i]);
 	}
 	return 0;
 }
@@ -232,11 +276,14 @@ static void store(void *p, int dt, size_t i, double v) {
 	case ncclBfloat16:
 		((uint16_t *)p)[i] = f32_to_bf16((float)v);
 		break;
+	case ncclFloat16:
+		((uint16_t *)p)[i] = f64_to_f16(v);
+		break;
 	}
 }
 
 static int reducible(int dt) {
-	return dt == ncclInt32 || dt == ncclFloat32 || dt == ncclFloat64 || dt == ncclBfloat16;
+	return dt == ncclInt32 || dt == ncclFloat32 || dt == ncclFloat64 || dt == ncclBfloat16 || dt == ncclFloat16;
 }
 
 static ncclResult_t check_type(int dt, int reduce) {
@@ -249,7 +296,7 @@ static ncclResult_t check_type(int dt, int reduce) {
 	}
 #endif
 	if (reduce && !reducible(dt)) {
-		return fail(ncclInvalidArgument, "mock nccl: reductions on data type %d are outside this mock (int32, float32, float64, bfloat16)", dt);
+		return fail(ncclInvalidArgument, "mock nccl: reductions on data type %d are outside this mock (int32, float32, float64, bfloat16, float16)", dt);
 	}
 	return ncclSuccess;
 }
