@@ -1,0 +1,257 @@
+// Package cuda is the CUDA backend: backend.Backend on one GPU. Device
+// buffers are cuMemAlloc memory, the HostPinned pool is page-locked host
+// memory (the target of ZeRO offload) and the Host pool ordinary Go memory.
+// Every op is queued on one compute stream: kernels from package kernels
+// (NVRTC-compiled at start-up, cached on disk) and GEMMs through cuBLAS.
+// Ops whose buffers all live in host pools (the offloaded optimizer) run on
+// the host backend given in Options, so offload needs no special case in
+// callers.
+//
+// Ops are asynchronous: a launch error is recorded and returned by the next
+// Sync; Upload, Download, SumSquares and NonFinite wait for the stream. A
+// Backend is safe for concurrent use: calls reach the device through its
+// one OS thread, and the compute stream orders the work. That is what lets
+// a communicator's goroutine (comm/ncclcomm) queue collectives on its own
+// stream while the backward pass continues here.
+package cuda
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/cublas"
+	cu "github.com/gotrain/gotrain/cuda"
+	"github.com/gotrain/gotrain/kernels"
+)
+
+// Options configures New.
+type Options struct {
+	// Device is the GPU; the Backend does not close it.
+	Device *cu.Device
+	// Compiler compiles the kernel program (NVRTC with a cache).
+	Compiler *kernels.Compiler
+	// BLAS is the loaded cuBLAS library.
+	BLAS *cublas.Library
+	// Host runs ops on host-pool buffers (the CPU backend). It never
+	// allocates: the Backend owns every buffer.
+	Host backend.Backend
+}
+
+// Backend is the CUDA backend on one device.
+type Backend struct {
+	dev    *cu.Device
+	stream cu.Stream
+	k      *kernels.Set
+	blas   *cublas.Handle
+	host   backend.Backend
+
+	mu     sync.Mutex
+	stats  backend.MemoryStats
+	pinned map[*backend.Memory]cu.HostBuffer
+	live   map[*backend.Memory]struct{}
+	err    error
+	blocks []*scratchBlock // device scratch lent by scratch()
+	closed bool
+}
+
+type scratchBlock struct {
+	ptr   cu.DevicePtr
+	bytes int
+	busy  bool
+}
+
+// New loads the kernel program on o.Device, creates the compute stream and
+// a cuBLAS handle bound to it.
+func New(o Options) (*Backend, error) {
+	if o.Device == nil || o.Compiler == nil || o.BLAS == nil || o.Host == nil {
+		return nil, fmt.Errorf("cuda backend: Options needs Device, Compiler, BLAS and Host")
+	}
+	k, err := kernels.LoadSet(o.Compiler, o.Device)
+	if err != nil {
+		return nil, fmt.Errorf("cuda backend on device %d: %w", o.Device.Info().Ordinal, err)
+	}
+	st, err := o.Device.NewStream(false)
+	if err != nil {
+		_ = k.Close()
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	b := &Backend{dev: o.Device, stream: st, k: k, host: o.Host,
+		pinned: make(map[*backend.Memory]cu.HostBuffer), live: make(map[*backend.Memory]struct{})}
+	err = o.Device.Do(func(*cu.Ctx) error {
+		h, err := o.BLAS.NewHandle()
+		if err != nil {
+			return err
+		}
+		if err := h.SetStream(st); err != nil {
+			_ = h.Close()
+			return err
+		}
+		b.blas = h
+		return nil
+	})
+	if err != nil {
+		_ = o.Device.DestroyStream(st)
+		_ = k.Close()
+		return nil, fmt.Errorf("cuda backend: cuBLAS handle: %w", err)
+	}
+	return b, nil
+}
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return fmt.Sprintf("cuda:%d", b.dev.Info().Ordinal) }
+
+// Device is the GPU the Backend runs on.
+func (b *Backend) Device() *cu.Device { return b.dev }
+
+// Stream is the compute stream every op is queued on. A communicator
+// orders its collectives after the work queued here (an event).
+func (b *Backend) Stream() cu.Stream { return b.stream }
+
+// Kernels is the loaded kernel program.
+func (b *Backend) Kernels() *kernels.Set { return b.k }
+
+// Close waits for queued work and releases every buffer still allocated,
+// the scratch, the cuBLAS handle, the stream and the kernels.
+func (b *Backend) Close() error {
+	err := b.Sync()
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return err
+	}
+	b.closed = true
+	live := make([]*backend.Memory, 0, len(b.live))
+	for m := range b.live {
+		live = append(live, m)
+	}
+	blocks := b.blocks
+	b.blocks = nil
+	b.mu.Unlock()
+	keep := func(e error) {
+		if err == nil && e != nil {
+			err = e
+		}
+	}
+	for _, m := range live {
+		keep(b.release(m))
+	}
+	for _, s := range blocks {
+		keep(b.dev.Free(s.ptr))
+	}
+	keep(b.dev.Do(func(*cu.Ctx) error { return b.blas.Close() }))
+	keep(b.dev.DestroyStream(b.stream))
+	keep(b.k.Close())
+	return err
+}
+
+// check records the first failure of an op; Sync returns it.
+func (b *Backend) check(op string, err error) {
+	if err == nil {
+		return
+	}
+	b.mu.Lock()
+	if b.err == nil {
+		b.err = fmt.Errorf("cuda backend %s: %w", op, err)
+	}
+	b.mu.Unlock()
+}
+
+// Sync implements backend.Backend.
+func (b *Backend) Sync() error {
+	b.check("synchronize", b.dev.StreamSynchronize(b.stream))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+func isHost(p backend.Pool) bool { return p == backend.Host || p == backend.HostPinned }
+
+// hostOp reports whether every non-zero buffer of an op lives in a host
+// pool (run it on the host backend) rather than on the device. A mix is a
+// caller bug: nothing moves data implicitly.
+func (b *Backend) hostOp(op string, bufs ...backend.Buffer) bool {
+	hosts, devs := 0, 0
+	for _, x := range bufs {
+		if x.IsNil() {
+			continue
+		}
+		if isHost(x.Pool()) {
+			hosts++
+		} else {
+			devs++
+		}
+	}
+	if hosts > 0 && devs > 0 {
+		panic("cuda: " + op + ": buffers in both host and device memory")
+	}
+	return hosts > 0
+}
+
+// t is a device buffer as a kernel argument.
+func (b *Backend) t(op string, x backend.Buffer) kernels.Tensor {
+	m := x.Mem()
+	if m == nil {
+		panic("cuda: " + op + ": zero Buffer")
+	}
+	if m.Freed {
+		panic("cuda: " + op + ": use of a freed buffer")
+	}
+	if isHost(m.Pool) {
+		panic("cuda: " + op + ": buffer is in host memory")
+	}
+	return kernels.Tensor{Ptr: cu.DevicePtr(m.Dev).Add(x.ByteOff()), DT: kernels.DType(x.DType())}
+}
+
+// scratch lends a device workspace of n elements of dt. Release it right
+// after queueing the work that uses it: every op runs on the one compute
+// stream, so the next borrower's work starts after this one's ends.
+func (b *Backend) scratch(dt kernels.DType, n int) (kernels.Tensor, func()) {
+	bytes := max(n*dt.Size(), 256)
+	b.mu.Lock()
+	var blk *scratchBlock
+	for _, s := range b.blocks {
+		if !s.busy && s.bytes >= bytes && (blk == nil || s.bytes < blk.bytes) {
+			blk = s
+		}
+	}
+	if blk != nil {
+		blk.busy = true
+	}
+	b.mu.Unlock()
+	if blk == nil {
+		// Round up so a sequence of slightly growing requests reuses blocks.
+		size := 1 << 12
+		for size < bytes {
+			size <<= 1
+		}
+		p, err := b.dev.Alloc(size)
+		if err != nil {
+			panic(fmt.Sprintf("cuda: scratch of %d bytes: %v", size, err))
+		}
+		blk = &scratchBlock{ptr: p, bytes: size, busy: true}
+		b.mu.Lock()
+		b.blocks = append(b.blocks, blk)
+		b.stats.Current[backend.Device][backend.Workspace] += int64(size)
+		b.notePeak(backend.Device)
+		b.mu.Unlock()
+	}
+	return kernels.Tensor{Ptr: blk.ptr, DT: dt}, func() {
+		b.mu.Lock()
+		blk.busy = false
+		b.mu.Unlock()
+	}
+}
+
+// readDevice waits for the stream, then copies device bytes to dst.
+func (b *Backend) readDevice(dst []byte, src cu.DevicePtr) error {
+	if err := b.dev.StreamSynchronize(b.stream); err != nil {
+		return err
+	}
+	return b.dev.CopyDtoH(dst, src)
+}
+
+// gemm runs fn on the device thread with the cuBLAS handle.
+func (b *Backend) gemm(fn func(h *cublas.Handle) error) error {
+	return b.dev.Do(func(*cu.Ctx) error { return fn(b.blas) })
+}

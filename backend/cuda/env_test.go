@@ -1,0 +1,86 @@
+package cuda
+
+import (
+	"os"
+	"testing"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/cpu"
+	"github.com/gotrain/gotrain/blas"
+	"github.com/gotrain/gotrain/cublas"
+	cu "github.com/gotrain/gotrain/cuda"
+	"github.com/gotrain/gotrain/cuda/cudatest"
+	"github.com/gotrain/gotrain/kernels"
+	"github.com/gotrain/gotrain/kernels/emu"
+)
+
+// env is one mock GPU running the real kernels under emulation: the mock
+// driver dispatches every launch to the emulation library built from
+// kernels/*.cu, device pointers are host pointers, and the mock cuBLAS
+// computes real GEMMs on them.
+type env struct {
+	emu  *emu.Library
+	dev  *cu.Device
+	comp *kernels.Compiler
+	blas *cublas.Library
+}
+
+// newEnv builds the environment. NVRTC compiles the program to PTX for
+// the mock's sm_80 (the mock loads PTX only); without NVRTC the test is
+// skipped unless GOTRAIN_REQUIRE_NVRTC=1.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	lib := emu.ForTest(t)
+	t.Setenv(cudatest.EnvDevices, "1")
+	drv, err := cu.Load(cu.Options{Library: cudatest.BuildMockDriver(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := drv.Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dev.Close() })
+	nv, err := kernels.LoadNVRTC(kernels.NVRTCOptions{})
+	if err != nil {
+		if os.Getenv("GOTRAIN_REQUIRE_NVRTC") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("NVRTC not available, the kernels cannot be compiled: %v", err)
+	}
+	dir, err := kernels.DefaultCacheDir()
+	if err != nil {
+		dir = t.TempDir()
+	}
+	cache, err := kernels.OpenCache(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl, err := cublas.Load(cublas.LoadOptions{Library: cudatest.BuildMockCUBLAS(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{emu: lib, dev: dev, comp: kernels.NewCompiler(nv, cache), blas: bl}
+}
+
+func newHost() *cpu.Backend {
+	g, _ := blas.Default(1)
+	return cpu.New(cpu.Options{Gemm: g, Threads: 1})
+}
+
+// backend is a fresh Backend on the env's device, closed when t ends.
+func (e *env) backend(t *testing.T) *Backend {
+	t.Helper()
+	b, err := New(Options{Device: e.dev, Compiler: e.comp, BLAS: e.blas, Host: newHost()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return b
+}
+
+var _ backend.Backend = (*Backend)(nil)

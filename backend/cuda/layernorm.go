@@ -1,0 +1,50 @@
+package cuda
+
+import (
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/kernels"
+)
+
+// LayerNormForward implements backend.Backend: one warp per row, mean and
+// rstd saved as F32.
+func (b *Backend) LayerNormForward(out, mean, rstd, inp, weight, bias backend.Buffer, N, C int) {
+	const op = "layernorm forward"
+	if b.hostOp(op, out, mean, rstd, inp, weight, bias) {
+		b.host.LayerNormForward(out, mean, rstd, inp, weight, bias, N, C)
+		return
+	}
+	needLen(op, "out", out, N*C)
+	needLen(op, "inp", inp, N*C)
+	needLen(op, "mean", mean, N)
+	needLen(op, "rstd", rstd, N)
+	needLen(op, "weight", weight, C)
+	needLen(op, "bias", bias, C)
+	b.check(op, b.k.LayerNormForward(b.stream, b.t(op, out), b.t(op, mean), b.t(op, rstd), b.t(op, inp),
+		b.t(op, weight), b.t(op, bias), N, C))
+}
+
+// LayerNormBackward implements backend.Backend: dinp one warp per row;
+// dweight and dbias accumulate column sums computed as per-chunk partials
+// in device scratch and then added in chunk order (deterministic, no
+// float atomics).
+func (b *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd backend.Buffer, N, C int) {
+	const op = "layernorm backward"
+	if b.hostOp(op, dinp, dweight, dbias, dout, inp, weight, mean, rstd) {
+		b.host.LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C)
+		return
+	}
+	needLen(op, "dinp", dinp, N*C)
+	needLen(op, "dout", dout, N*C)
+	needLen(op, "inp", inp, N*C)
+	needLen(op, "dweight", dweight, C)
+	needLen(op, "dbias", dbias, C)
+	needLen(op, "weight", weight, C)
+	needLen(op, "mean", mean, N)
+	needLen(op, "rstd", rstd, N)
+	d, x, m, r := b.t(op, dout), b.t(op, inp), b.t(op, mean), b.t(op, rstd)
+	b.check(op, b.k.LayerNormBackwardDinp(b.stream, b.t(op, dinp), d, x, b.t(op, weight), m, r, N, C))
+	partial, release := b.scratch(kernels.F32, kernels.LayerNormPartialLen(N, C))
+	defer release()
+	b.check(op, b.k.LayerNormBackwardPartial(b.stream, partial, d, x, m, r, N, C))
+	b.check(op, b.k.LayerNormBackwardReduce(b.stream, b.t(op, dweight), b.t(op, dbias), partial, N, C))
+}
