@@ -62,6 +62,7 @@ func commands() []*cli.Command {
 		launchCommand(),
 		slurmCommand(),
 		doctorCommand(),
+		benchCommand(),
 		versionCommand(),
 	}
 }

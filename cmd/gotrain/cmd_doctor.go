@@ -135,11 +135,18 @@ func doctorCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 			&cli.IntFlag{Name: "threads", Usage: "BLAS threads (0: all cores)"},
 			&cli.Float64Flag{Name: "seconds", Value: 1, Usage: "time spent measuring GEMM speed"},
+			&cli.BoolFlag{Name: "selftest", Usage: "on a GPU: run every op against the CPU backend and print the errors, a GEMM and a collective figure"},
+			&cli.IntFlag{Name: "gpu", Usage: "--selftest: the GPU to test (ordinal among the visible ones)"},
+			&cli.IntFlag{Name: "gemm-size", Value: 8192, Usage: "--selftest: M = N = K of the timed bf16 GEMM"},
+			&cli.IntFlag{Name: "collective-mib", Value: 256, Usage: "--selftest: all-reduce message size across the visible GPUs, MiB"},
 		},
 		Action: func(c *cli.Context) error {
 			threads := c.Int("threads")
 			if threads <= 0 {
 				threads = runtime.GOMAXPROCS(0)
+			}
+			if c.Bool("selftest") {
+				return runSelftest(c, threads)
 			}
 			impl, info := blas.Default(threads)
 			r := doctorReport{

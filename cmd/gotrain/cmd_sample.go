@@ -51,7 +51,7 @@ func runSample(c *cli.Context) error {
 		return fmt.Errorf("tokenizer %s has %d ids but the model in %s has vocab_size %d; pass the --tokenizer it was trained with",
 			tok.Name(), tok.VocabSize(), c.String("from"), cfg.V)
 	}
-	be, _, err := newBackend("cpu", c.Int("threads"))
+	be, _, err := newBackend(c.Int("threads"))
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,8 @@ func trainCommand() *cli.Command {
 
 func runTrain(c *cli.Context) error {
 	out := c.App.Writer
-	if err := checkDevice(c.String("device")); err != nil {
+	device, autoNote, err := resolveDevice(c.String("device"))
+	if err != nil {
 		return err
 	}
 	rk, distributed, err := launch.DetectRank(os.Getenv)
@@ -137,13 +138,24 @@ func runTrain(c *cli.Context) error {
 	if threads <= 0 {
 		threads = max(1, runtime.NumCPU()/max(1, rk.LocalWorldSize))
 	}
-	be, info, err := newBackend(c.String("device"), threads)
-	if err != nil {
+	if autoNote != "" && rk.Rank == 0 {
+		fmt.Fprintf(c.App.ErrWriter, "info: --device auto chose the CPU: %s\n", autoNote)
+	}
+	var be backend.Backend
+	var gpu *gpuRank
+	var info blasInfo
+	if device == "cuda" {
+		if gpu, err = openGPU(rk.LocalRank, threads); err != nil {
+			return err
+		}
+		defer gpu.Close()
+		be = gpu.be
+	} else if be, info, err = newBackend(threads); err != nil {
 		return err
 	}
 	var cm comm.Comm
 	if rk.WorldSize > 1 {
-		cm, err = connect(c.Context, rk, be, c.Duration("comm-timeout"))
+		cm, err = connect(c.Context, rk, be, gpu, c.Duration("comm-timeout"))
 		if err != nil {
 			return err
 		}
@@ -154,11 +166,25 @@ func runTrain(c *cli.Context) error {
 		return err
 	}
 	peak := c.Float64("peak-flops")
-	if peak == 0 {
-		peak = blas.MeasurePeak(info.impl, 0.5) * 1e9
+	if gpu != nil {
+		gi := gpu.dev.Info()
+		if peak == 0 {
+			if p, ok := gpuPeakFLOPS(gi.Name); ok {
+				peak = p
+			} else if rk.Rank == 0 {
+				fmt.Fprintf(c.App.ErrWriter, "info: no peak FLOP/s known for %q; pass --peak-flops to report MFU\n", gi.Name)
+			}
+		}
+		fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d | device %s: %s (sm_%d, %.0f GiB) | kernels %s %s | peak %.0f TFLOP/s\n",
+			Version, rk.WorldSize, cfg.ZeRO.Stage, be.Name(), gi.Name, gi.SM(), float64(gi.TotalMemoryBytes)/(1<<30),
+			gpu.be.Kernels().Image().Kind, gpu.be.Kernels().Image().Arch, peak/1e12)
+	} else {
+		if peak == 0 {
+			peak = blas.MeasurePeak(info.impl, 0.5) * 1e9
+		}
+		fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d | device %s | BLAS %s, %d threads/rank | sgemm roofline %.1f GFLOP/s per rank\n",
+			Version, rk.WorldSize, cfg.ZeRO.Stage, be.Name(), info.describe(), threads, peak/1e9)
 	}
-	fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d | device %s | BLAS %s, %d threads/rank | sgemm roofline %.1f GFLOP/s per rank\n",
-		Version, rk.WorldSize, cfg.ZeRO.Stage, be.Name(), info.describe(), threads, peak/1e9)
 	fmt.Fprintf(out, "model %s: %s parameters | micro-batch %d × seq %d × grad-accum %d × ranks %d = %d tokens/step\n",
 		c.String("model"), commas(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
 		rk.WorldSize, batch.TrainBatchSize*c.Int("seq-len"))
@@ -272,14 +298,20 @@ func startMetrics(c *cli.Context, rk launch.Rank) (trainer.Observer, error) {
 }
 
 // connect joins the job's rendezvous (rank 0 serves it at MASTER_ADDR:PORT)
-// and opens the TCP collectives between the ranks.
-func connect(ctx context.Context, rk launch.Rank, be backend.Backend, timeout time.Duration) (comm.Comm, error) {
+// and opens the collectives between the ranks: NCCL between GPUs (gpu is
+// not nil), TCP between CPU ranks.
+func connect(ctx context.Context, rk launch.Rank, be backend.Backend, gpu *gpuRank, timeout time.Duration) (comm.Comm, error) {
 	st, err := comm.Rendezvous(ctx, comm.RendezvousOptions{Rank: rk.Rank, Size: rk.WorldSize,
 		Addr: rk.MasterAddr, Port: rk.MasterPort, Timeout: timeout, ConfigHash: Version})
 	if err != nil {
 		return nil, err
 	}
-	c, err := tcp.New(ctx, st, be, tcp.Options{Rank: rk.Rank, Size: rk.WorldSize, Timeout: timeout})
+	var c comm.Comm
+	if gpu != nil {
+		c, err = connectNCCL(ctx, rk, st, gpu, timeout)
+	} else {
+		c, err = tcp.New(ctx, st, be, tcp.Options{Rank: rk.Rank, Size: rk.WorldSize, Timeout: timeout})
+	}
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -301,22 +333,8 @@ func (s *storeComm) Close() error {
 	return err
 }
 
-// checkDevice refuses a --device this build cannot run.
-func checkDevice(device string) error {
-	switch device {
-	case "cpu", "auto":
-		return nil
-	case "cuda":
-		return fmt.Errorf("--device cuda: the CUDA backend is not part of this build yet; use --device cpu")
-	}
-	return fmt.Errorf("--device %q: want cpu, cuda or auto", device)
-}
-
-// newBackend picks the backend for --device.
-func newBackend(device string, threads int) (backend.Backend, blasInfo, error) {
-	if err := checkDevice(device); err != nil {
-		return nil, blasInfo{}, err
-	}
+// newBackend is the CPU backend with the best GEMM this machine has.
+func newBackend(threads int) (backend.Backend, blasInfo, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}

@@ -218,10 +218,22 @@ func TestTrainAndSample(t *testing.T) {
 	}
 }
 
-func TestTrainRefusesCUDAUntilBuilt(t *testing.T) {
-	_, _, err := run(t, "train", "--data", "x.bin", "--device", "cuda")
-	if err == nil || !strings.Contains(err.Error(), "--device cuda") {
-		t.Errorf("--device cuda: %v", err)
+// --device cuda on a machine without the CUDA driver fails at start-up
+// with an error naming the flag and the missing library; --device auto
+// trains on the CPU instead and says why.
+func TestDeviceCUDAWithoutDriver(t *testing.T) {
+	dir, modelCfg, shard := distFixture(t)
+	t.Setenv("GOTRAIN_LIBCUDA", filepath.Join(dir, "libcuda.so.1")) // does not exist
+	cfg := stageConfig(t, dir, 0, 4)
+	_, _, err := run(t, "train", "--config", cfg, "--data", shard, "--model", modelCfg, "--seq-len", "16", "--max-steps", "1",
+		"--device", "cuda", "--output-dir", filepath.Join(dir, "cuda"), "--metrics-addr", "off")
+	if err == nil || !strings.Contains(err.Error(), "--device cuda") || !strings.Contains(err.Error(), "libcuda.so.1") {
+		t.Errorf("--device cuda without a driver: %v", err)
+	}
+	out, stderr, err := run(t, "train", "--config", cfg, "--data", shard, "--model", modelCfg, "--seq-len", "16", "--max-steps", "1",
+		"--device", "auto", "--output-dir", filepath.Join(dir, "auto"), "--metrics-addr", "off", "--threads", "1")
+	if err != nil || !strings.Contains(out, "device cpu") || !strings.Contains(stderr, "--device auto chose the CPU") {
+		t.Errorf("--device auto without a driver: %v\n%s\n%s", err, out, stderr)
 	}
 }
 

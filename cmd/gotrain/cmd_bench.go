@@ -1,0 +1,198 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/blas"
+	"github.com/gotrain/gotrain/metrics"
+	"github.com/gotrain/gotrain/model"
+)
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "time training steps of a model on one device: tokens/s and MFU",
+		Description: "Runs forward, backward and an AdamW step on random tokens (no data needed) with one device,\n" +
+			"after one untimed warm-up step. MFU is 6·N + attention FLOPs per token over the device's peak: the\n" +
+			"bf16 tensor-core peak of known GPUs, the measured sgemm roofline on the CPU, or --peak-flops.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "device", Value: "auto", Usage: "cpu, cuda or auto"},
+			&cli.StringFlag{Name: "model", Value: "gpt2", Usage: "preset or config.json"},
+			&cli.IntFlag{Name: "batch", Value: 4, Usage: "micro-batch size B"},
+			&cli.IntFlag{Name: "seq-len", Value: 1024, Usage: "sequence length T"},
+			&cli.IntFlag{Name: "steps", Value: 10, Usage: "timed steps"},
+			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "parameter and activation storage: fp32 or bf16 (fp32 master and moments either way)"},
+			&cli.BoolFlag{Name: "gradient-checkpointing", Usage: "recompute activations in backward"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+			&cli.Float64Flag{Name: "peak-flops", Usage: "the device's peak FLOP/s for MFU (0: known GPU table or measured CPU roofline)"},
+		},
+		Action: runBench,
+	}
+}
+
+func runBench(c *cli.Context) error {
+	w := c.App.Writer
+	device, note, err := resolveDevice(c.String("device"))
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		fmt.Fprintf(c.App.ErrWriter, "info: --device auto chose the CPU: %s\n", note)
+	}
+	cfg, err := model.ByName(c.String("model"))
+	if err != nil {
+		return fmt.Errorf("--model: %w", err)
+	}
+	B, T, steps := c.Int("batch"), c.Int("seq-len"), c.Int("steps")
+	if B < 1 || T < 1 || T > cfg.MaxT || steps < 1 {
+		return fmt.Errorf("bench: need batch ≥ 1, 1 ≤ seq-len ≤ %d (the model's context) and steps ≥ 1", cfg.MaxT)
+	}
+	var dt backend.DType
+	switch c.String("dtype") {
+	case "fp32":
+		dt = backend.F32
+	case "bf16":
+		dt = backend.BF16
+	default:
+		return fmt.Errorf("--dtype %q: want fp32 or bf16", c.String("dtype"))
+	}
+	threads := c.Int("threads")
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	peak := c.Float64("peak-flops")
+	var be backend.Backend
+	var what string
+	if device == "cuda" {
+		gpu, err := openGPU(0, threads)
+		if err != nil {
+			return err
+		}
+		defer gpu.Close()
+		be = gpu.be
+		gi := gpu.dev.Info()
+		what = fmt.Sprintf("%s (sm_%d)", gi.Name, gi.SM())
+		if peak == 0 {
+			peak, _ = gpuPeakFLOPS(gi.Name)
+		}
+	} else {
+		var info blasInfo
+		if be, info, err = newBackend(threads); err != nil {
+			return err
+		}
+		what = fmt.Sprintf("CPU, %d threads, BLAS %s", threads, info.describe())
+		if peak == 0 {
+			peak = blas.MeasurePeak(info.impl, 0.5) * 1e9
+		}
+	}
+
+	res, err := benchSteps(be, cfg, B, T, steps, dt, c.Bool("gradient-checkpointing"))
+	if err != nil {
+		return err
+	}
+	flops := cfg.FlopsPerToken(T)
+	fmt.Fprintf(w, "bench %s | %s | B %d × T %d, %s, %s parameters\n", be.Name(), what, B, T, dt, commas(int64(cfg.NumParams())))
+	fmt.Fprintf(w, "step %.1f ms | %.0f tokens/s | %s", res.stepSec*1e3, res.tokensPerSec, flopRate(res.tokensPerSec*flops))
+	if peak > 0 {
+		fmt.Fprintf(w, " | MFU %.1f%% of %s", 100*metrics.MFU(res.tokensPerSec, flops, peak), flopRate(peak))
+	} else {
+		fmt.Fprint(w, " | MFU n/a (pass --peak-flops)")
+	}
+	fmt.Fprintf(w, " | activations %.0f MiB | loss %.3f\n", float64(res.actBytes)/(1<<20), res.loss)
+	return nil
+}
+
+type benchResult struct {
+	stepSec, tokensPerSec float64
+	actBytes              int64
+	loss                  float32
+}
+
+// benchSteps times steps training steps (forward, backward, AdamW with an
+// fp32 master and moments) after one warm-up step.
+func benchSteps(be backend.Backend, cfg model.Config, B, T, steps int, dt backend.DType, ckpt bool) (benchResult, error) {
+	m, err := model.New(be, cfg, model.Options{ParamDType: dt, ActDType: dt, GradDType: backend.F32, Checkpoint: ckpt})
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer m.Free()
+	if err := m.SetParams(model.InitParams(cfg, 1)); err != nil {
+		return benchResult{}, err
+	}
+	if err := m.ReserveActivations(B, T); err != nil {
+		return benchResult{}, err
+	}
+	n := cfg.NumParams()
+	var opt []backend.Buffer
+	defer func() {
+		for _, b := range opt {
+			be.Free(b)
+		}
+	}()
+	alloc := func(cat backend.Category) (backend.Buffer, error) {
+		b, err := be.Alloc(backend.Device, cat, backend.F32, n)
+		if err == nil {
+			opt = append(opt, b)
+		}
+		return b, err
+	}
+	mom, err := alloc(backend.Optimizer)
+	if err != nil {
+		return benchResult{}, err
+	}
+	vel, err := alloc(backend.Optimizer)
+	if err != nil {
+		return benchResult{}, err
+	}
+	var master backend.Buffer
+	if dt != backend.F32 {
+		if master, err = alloc(backend.Master); err != nil {
+			return benchResult{}, err
+		}
+		be.Copy(master, m.Params())
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	tokens := make([]int32, B*T+1)
+	for i := range tokens {
+		tokens[i] = int32(rng.IntN(cfg.V))
+	}
+	var loss float32
+	step := func(k int) error {
+		m.ZeroGrad()
+		if loss, err = m.Forward(tokens[:B*T], tokens[1:], B, T); err != nil {
+			return err
+		}
+		if err := m.Backward(1 / float32(B*T)); err != nil {
+			return err
+		}
+		be.AdamW(m.Params(), master, m.Grads(), mom, vel, backend.AdamWParams{LR: 1e-4, Beta1: 0.9, Beta2: 0.95,
+			Eps: 1e-8, WeightDecay: 0, GradScale: 1, Step: k})
+		return be.Sync()
+	}
+	if err := step(1); err != nil {
+		return benchResult{}, err
+	}
+	start := time.Now()
+	for k := 0; k < steps; k++ {
+		if err := step(k + 2); err != nil {
+			return benchResult{}, err
+		}
+	}
+	sec := time.Since(start).Seconds() / float64(steps)
+	return benchResult{stepSec: sec, tokensPerSec: float64(B*T) / sec, actBytes: m.ActivationBytes(), loss: loss}, nil
+}
+
+// flopRate formats FLOP/s in the unit that suits a CPU (GFLOP/s) or a GPU
+// (TFLOP/s).
+func flopRate(f float64) string {
+	if f >= 1e12 {
+		return fmt.Sprintf("%.1f TFLOP/s", f/1e12)
+	}
+	return fmt.Sprintf("%.1f GFLOP/s", f/1e9)
+}

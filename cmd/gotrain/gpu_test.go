@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotrain/gotrain/cuda/cudatest"
+	"github.com/gotrain/gotrain/kernels"
+	"github.com/gotrain/gotrain/kernels/emu"
+)
+
+// mockGPUEnv is the environment under which gotrain sees devices GPUs
+// made of the mock driver, cuBLAS and NCCL, with every kernel running
+// under the CPU emulation. It needs NVRTC (the mock driver loads PTX).
+func mockGPUEnv(t *testing.T, devices int) []string {
+	t.Helper()
+	if _, err := kernels.LoadNVRTC(kernels.NVRTCOptions{}); err != nil {
+		if os.Getenv("GOTRAIN_REQUIRE_NVRTC") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("NVRTC not available: %v", err)
+	}
+	emu.ForTest(t) // builds the kernels for emulation and sets its variable
+	return []string{
+		"GOTRAIN_LIBCUDA=" + cudatest.BuildMockDriver(t),
+		"GOTRAIN_LIBCUBLAS=" + cudatest.BuildMockCUBLAS(t),
+		"GOTRAIN_LIBNCCL=" + cudatest.BuildMockNCCL(t),
+		emu.EnvLibrary + "=" + os.Getenv(emu.EnvLibrary),
+		cudatest.EnvDevices + "=" + strconv.Itoa(devices),
+		"GOTRAIN_CACHE=" + t.TempDir(),
+	}
+}
+
+func runWithEnv(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := gotrainCmd(ctx, args...)
+	cmd.Env = append(cmd.Env, env...)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gotrain %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return string(b)
+}
+
+// Training on the (emulated) GPU follows the CPU run step for step: the
+// same data, init and optimizer, only the kernels differ, so the losses
+// agree to fp32 rounding.
+func TestTrainOnCUDAMatchesCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	env := mockGPUEnv(t, 1)
+	dir, modelCfg, shard := distFixture(t)
+	const steps = 8
+	train := func(device, stage string) []float64 {
+		out := filepath.Join(dir, device+stage)
+		cfg := stageConfig(t, dir, map[string]int{"0": 0, "2": 2}[stage], 4)
+		log := runWithEnv(t, env, "train", "--device", device, "--config", cfg, "--model", modelCfg, "--data", shard,
+			"--seq-len", "16", "--max-steps", strconv.Itoa(steps), "--output-dir", out, "--peak-flops", "1e12",
+			"--threads", "1", "--metrics-addr", "off")
+		if device == "cuda" && !strings.Contains(log, "device cuda:0: gotrain mock GPU") {
+			t.Errorf("the cuda run did not report the GPU:\n%s", log)
+		}
+		l := readLosses(t, filepath.Join(out, "metrics.jsonl"))
+		if len(l) != steps {
+			t.Fatalf("%s: %d steps logged\n%s", device, len(l), log)
+		}
+		return l
+	}
+	want := train("cpu", "0")
+	for _, stage := range []string{"0", "2"} {
+		got := train("cuda", stage)
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-4*math.Abs(want[i]) {
+				t.Errorf("stage %s step %d: loss %.7f on cuda, %.7f on cpu", stage, i+1, got[i], want[i])
+			}
+		}
+		t.Logf("stage %s: cuda losses %.6f … %.6f, cpu %.6f … %.6f", stage, got[0], got[steps-1], want[0], want[steps-1])
+	}
+	if want[steps-1] >= want[0] {
+		t.Errorf("loss did not fall: %v", want)
+	}
+}
+
+// --device auto picks the GPU when the driver, NVRTC and cuBLAS answer, and
+// a local rank beyond the visible GPUs is a clear error.
+func TestDeviceSelection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	env := mockGPUEnv(t, 1)
+	dir, modelCfg, shard := distFixture(t)
+	log := runWithEnv(t, env, "train", "--device", "auto", "--config", stageConfig(t, dir, 0, 4), "--model", modelCfg,
+		"--data", shard, "--seq-len", "16", "--max-steps", "1", "--output-dir", filepath.Join(dir, "auto"),
+		"--threads", "1", "--metrics-addr", "off")
+	if !strings.Contains(log, "device cuda:0") {
+		t.Errorf("--device auto with a GPU present did not use it:\n%s", log)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := gotrainCmd(ctx, "train", "--device", "cuda", "--config", stageConfig(t, dir, 0, 4), "--model", modelCfg,
+		"--data", shard, "--seq-len", "16", "--max-steps", "1", "--output-dir", filepath.Join(dir, "lr1"),
+		"--metrics-addr", "off")
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append(cmd.Env, "LOCAL_RANK=1", "RANK=1", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2",
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT=1", "CUDA_VISIBLE_DEVICES=0")
+	b, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "local rank 1 needs GPU 1 but the driver shows 1 (CUDA_VISIBLE_DEVICES=0)") {
+		t.Errorf("local rank beyond the GPUs: err %v\n%s", err, b)
+	}
+}
+
+// doctor --selftest on two emulated GPUs prints the op table, a GEMM
+// figure and an all-reduce figure, and passes.
+func TestDoctorSelftest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	env := mockGPUEnv(t, 2)
+	out := runWithEnv(t, env, "doctor", "--selftest", "--gemm-size", "64", "--collective-mib", "1", "--threads", "1")
+	for _, want := range []string{"gpu 0: gotrain mock GPU (sm_80)", "layernorm dweight", "attention dqkv",
+		"adamw master", "sum of squares", "gemm         bf16 64×64×64", "all-reduce   2 GPUs, bf16 1 MiB", "selftest passed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("selftest output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "FAIL") {
+		t.Errorf("selftest reports failures:\n%s", out)
+	}
+}
+
+// gotrain bench --device cuda runs on the emulated GPU and reports tokens/s
+// and MFU; its last-step loss is the CPU bench's (same init and tokens).
+func TestBenchOnCUDA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	env := mockGPUEnv(t, 1)
+	_, modelCfg, _ := distFixture(t)
+	loss := func(device string) float64 {
+		out := runWithEnv(t, env, "bench", "--device", device, "--model", modelCfg, "--batch", "2", "--seq-len", "16",
+			"--steps", "2", "--dtype", "fp32", "--threads", "1", "--peak-flops", "1e12")
+		if !strings.Contains(out, "tokens/s") || !strings.Contains(out, "MFU") {
+			t.Errorf("bench --device %s output:\n%s", device, out)
+		}
+		i := strings.LastIndex(out, "loss ")
+		if i < 0 {
+			t.Fatalf("no loss in:\n%s", out)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(out[i+5:]), 64)
+		if err != nil {
+			t.Fatalf("loss in %q: %v", out, err)
+		}
+		if device == "cuda" && !strings.Contains(out, "bench cuda:0 | gotrain mock GPU (sm_80)") {
+			t.Errorf("bench did not run on the GPU:\n%s", out)
+		}
+		return v
+	}
+	g, c := loss("cuda"), loss("cpu")
+	if math.Abs(g-c) > 1e-3*math.Abs(c) {
+		t.Errorf("bench loss %.4f on cuda, %.4f on cpu", g, c)
+	}
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/comm/ncclcomm"
+	"github.com/gotrain/gotrain/config"
+	"github.com/gotrain/gotrain/cuda"
+	"github.com/gotrain/gotrain/model"
+	"github.com/gotrain/gotrain/nccl"
+	"github.com/gotrain/gotrain/trainer"
+)
+
+// ZeRO over NCCL on two emulated GPUs in one process (the mock NCCL joins
+// ranks that are threads of one process): stages 1–3 with overlap_comm,
+// so gradient reduce-scatters run on the communicator's stream from the
+// engine's goroutine while the backward pass continues on the compute
+// stream, reproduce the one-process CPU losses.
+func TestZeROOverNCCLMatchesCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains on emulated GPUs")
+	}
+	env := mockGPUEnv(t, 2)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	dir, modelCfg, shard := distFixture(t)
+	mcfg, err := model.ByName(modelCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 6
+	parse := func(stage, micro, world int) (*config.Config, config.Batch) {
+		text := fmt.Sprintf(`{"train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": 2,
+			"gradient_clipping": 0.5, "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}},
+			"zero_optimization": {"stage": %d, "overlap_comm": true, "stage3_param_persistence_threshold": 100}}`, micro, stage)
+		cfg, err := config.Parse("test.json", []byte(text), config.Options{Strict: true,
+			Overrides: config.Overrides{WorldSize: world, Hidden: mcfg.C, TotalSteps: config.Some(steps)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := cfg.Resolve(world)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, b
+	}
+	opts := func(cfg *config.Config, b config.Batch, out string, cm comm.Comm) trainer.Options {
+		return trainer.Options{Config: cfg, Batch: b, Model: mcfg, Comm: cm, Seed: 1, Data: []string{shard}, SeqLen: 16,
+			MaxSteps: steps, OutputDir: out, Resume: "never"}
+	}
+	cpuBE, _, err := newBackend(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, b := parse(0, 4, 1)
+	ref := filepath.Join(dir, "cpu")
+	if _, err := trainer.Run(context.Background(), cpuBE, opts(cfg, b, ref, nil)); err != nil {
+		t.Fatal(err)
+	}
+	want := readLosses(t, filepath.Join(ref, "metrics.jsonl"))
+
+	drv, err := cuda.Load(cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := nccl.Load(nccl.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for stage := 1; stage <= 3; stage++ {
+		out := filepath.Join(dir, fmt.Sprintf("nccl%d", stage))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for r := 0; r < 2; r++ {
+			wg.Add(1)
+			go func(r int) {
+				defer wg.Done()
+				errs[r] = ncclRank(drv, lib, r, ln, func(g *gpuRank, cm comm.Comm) error {
+					cfg, b := parse(stage, 2, 2)
+					_, err := trainer.Run(context.Background(), g.be, opts(cfg, b, out, cm))
+					return err
+				})
+			}(r)
+		}
+		wg.Wait()
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("stage %d rank %d: %v", stage, r, err)
+			}
+		}
+		got := readLosses(t, filepath.Join(out, "metrics.jsonl"))
+		if len(got) != steps {
+			t.Fatalf("stage %d: %d steps logged", stage, len(got))
+		}
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-4*math.Abs(want[i]) {
+				t.Errorf("stage %d step %d: loss %.7f on 2 emulated GPUs, %.7f on one CPU process", stage, i+1, got[i], want[i])
+			}
+		}
+		t.Logf("stage %d, 2 GPUs over NCCL: %.6f … %.6f (cpu %.6f … %.6f)", stage, got[0], got[steps-1], want[0], want[steps-1])
+	}
+}
+
+// ncclRank opens mock GPU r, its backend and its NCCL communicator (after
+// an in-process rendezvous on ln), then runs fn.
+func ncclRank(drv *cuda.Driver, lib *nccl.Library, r int, ln net.Listener, fn func(*gpuRank, comm.Comm) error) error {
+	dev, err := drv.Open(r)
+	if err != nil {
+		return err
+	}
+	be, err := newCUDABackend(dev, 1)
+	if err != nil {
+		_ = dev.Close()
+		return err
+	}
+	g := &gpuRank{drv: drv, dev: dev, be: be}
+	defer g.Close()
+	ctx := context.Background()
+	o := comm.RendezvousOptions{Rank: r, Size: 2, Addr: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Timeout: time.Minute}
+	if r == 0 {
+		o.Listener = ln
+	}
+	st, err := comm.Rendezvous(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	cm, err := ncclcomm.New(ctx, ncclcomm.Options{Rank: r, Size: 2, Store: st, Device: dev, Lib: lib,
+		Timeout: time.Minute, ComputeStream: be.Stream()})
+	if err != nil {
+		return err
+	}
+	defer cm.Close()
+	return fn(g, cm)
+}
