@@ -130,3 +130,14 @@ type Backend interface {
 	// NonFinite reports whether x holds a NaN or an Inf (blocks).
 	NonFinite(x Buffer) bool
 }
+
+// ResidualLayerNormer is implemented by backends that fuse the residual
+// add with the LayerNorm after it (one pass over memory instead of two
+// kernels); the model uses it when the backend has it.
+type ResidualLayerNormer interface {
+	// ResidualLayerNormForward: residual = a + b over N·C elements
+	// (residual may alias a or b), then LayerNormForward(out, mean, rstd,
+	// residual, weight, bias, N, C). The results must equal that two-op
+	// sequence's.
+	ResidualLayerNormForward(residual, out, mean, rstd, a, b, weight, bias Buffer, N, C int)
+}

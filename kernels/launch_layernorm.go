@@ -24,6 +24,24 @@ func (s *Set) LayerNormForward(st cuda.Stream, out, mean, rstd, inp, weight, bia
 		bias.Ptr, int32(bias.DT), int32(N), int32(C))
 }
 
+// ResidualLayerNormForward queues gt_residual_layernorm_forward:
+// residual (N,C) = a + b, then LayerNormForward(out, mean, rstd, residual,
+// weight, bias), in one pass per row. residual may alias a or b.
+func (s *Set) ResidualLayerNormForward(st cuda.Stream, residual, out, mean, rstd, a, b, weight, bias Tensor, N, C int) error {
+	const op = "ResidualLayerNormForward"
+	for _, t := range []Tensor{residual, out, a, b, weight, bias} {
+		wantFloat(op, t)
+	}
+	wantDType(op, "mean", mean, F32)
+	wantDType(op, "rstd", rstd, F32)
+	if err := dimsFit(op, N, C); err != nil || N == 0 || C == 0 {
+		return err
+	}
+	return s.launch("gt_residual_layernorm_forward", st, blocksFor(N, lnThreads/32), lnThreads,
+		residual.Ptr, int32(residual.DT), out.Ptr, int32(out.DT), mean.Ptr, rstd.Ptr, a.Ptr, int32(a.DT),
+		b.Ptr, int32(b.DT), weight.Ptr, int32(weight.DT), bias.Ptr, int32(bias.DT), int32(N), int32(C))
+}
+
 // LayerNormBackwardDinp queues gt_layernorm_backward_dinp: dinp (N,C) is
 // overwritten with the input gradient, from dout, inp, weight and the
 // forward pass's mean and rstd (F32).

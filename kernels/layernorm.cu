@@ -109,3 +109,43 @@ extern "C" __global__ void gt_layernorm_backward_reduce(void *dweight, int dweig
 		gt_store(dbias, dbias_dt, c, b);
 	}
 }
+
+// gt_residual_layernorm_forward fuses the residual add with the LayerNorm
+// that follows it: residual = a + b (rounded to its dtype and stored), then
+// out, mean and rstd exactly as gt_layernorm_forward computes them from the
+// stored residual, so the result is bit-identical to the two-op sequence
+// with one launch and no separate pass over a and b. Each lane reads back
+// only the elements it stored, so residual may alias a or b.
+extern "C" __global__ void gt_residual_layernorm_forward(void *residual, int res_dt, void *out, int out_dt, float *mean, float *rstd, const void *a, int a_dt, const void *b, int b_dt, const void *weight, int weight_dt, const void *bias, int bias_dt, int N, int C) {
+	int lane = threadIdx.x % GT_WARP;
+	int warps = blockDim.x / GT_WARP;
+	for (long long r = (long long)blockIdx.x * warps + threadIdx.x / GT_WARP; r < N; r += (long long)gridDim.x * warps) {
+		long long base = r * C;
+		float s = 0.0f;
+		for (int c = lane; c < C; c += GT_WARP) {
+			float x = gt_round(res_dt, gt_load(a, a_dt, base + c) + gt_load(b, b_dt, base + c));
+			gt_store(residual, res_dt, base + c, x);
+			s += x;
+		}
+		float m0 = gt_warp_sum(s) / (float)C;
+		float d1 = 0.0f, d2 = 0.0f;
+		for (int c = lane; c < C; c += GT_WARP) {
+			float d = gt_load(residual, res_dt, base + c) - m0;
+			d1 += d;
+			d2 += d * d;
+		}
+		float corr = gt_warp_sum(d1) / (float)C;
+		float var = fmaxf(gt_warp_sum(d2) / (float)C - corr * corr, 0.0f);
+		float m = m0 + corr;
+		float rs = 1.0f / sqrtf(var + GT_LN_EPS);
+		for (int c = lane; c < C; c += GT_WARP) {
+			float x = gt_load(residual, res_dt, base + c);
+			float v = (x - m) * rs * gt_load(weight, weight_dt, c) + gt_load(bias, bias_dt, c);
+			gt_store(out, out_dt, base + c, v);
+		}
+		if (lane == 0) {
+			mean[r] = m;
+			rstd[r] = rs;
+		}
+	}
+}

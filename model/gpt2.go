@@ -243,8 +243,12 @@ func (m *Model) blockForward(ba *blockActs, residual backend.Buffer, bw blockWei
 	be.MatmulForward(ba.qkv, ba.ln1, bw.qkvw, bw.qkvb, N, C, 3*C)
 	be.AttentionForward(ba.atty, ba.att, ba.qkv, B, T, C, NH)
 	be.MatmulForward(a.scratch, ba.atty, bw.attprojw, bw.attprojb, N, C, C)
-	be.Add(ba.residual2, residual, a.scratch, N*C)
-	be.LayerNormForward(ba.ln2, ba.ln2Mean, ba.ln2Rstd, ba.residual2, bw.ln2w, bw.ln2b, N, C)
+	if f, ok := be.(backend.ResidualLayerNormer); ok {
+		f.ResidualLayerNormForward(ba.residual2, ba.ln2, ba.ln2Mean, ba.ln2Rstd, residual, a.scratch, bw.ln2w, bw.ln2b, N, C)
+	} else {
+		be.Add(ba.residual2, residual, a.scratch, N*C)
+		be.LayerNormForward(ba.ln2, ba.ln2Mean, ba.ln2Rstd, ba.residual2, bw.ln2w, bw.ln2b, N, C)
+	}
 	be.MatmulForward(ba.fch, ba.ln2, bw.fcw, bw.fcb, N, C, 4*C)
 	be.GeluForward(ba.fchGelu, ba.fch, N*4*C)
 	be.MatmulForward(a.scratch, ba.fchGelu, bw.fcprojw, bw.fcprojb, N, 4*C, C)

@@ -253,6 +253,20 @@ func (p *pair) ops(s Shape, d DTypes) {
 	p.same("layernorm dweight", dlw)
 	p.same("layernorm dbias", dlb)
 
+	// The fused residual add + LayerNorm, when got has it, against the
+	// reference's two ops.
+	if f, ok := p.g.(backend.ResidualLayerNormer); ok {
+		res, rln := p.alloc(act, N*C), p.alloc(act, N*C)
+		rm, rr := p.alloc(backend.F32, N), p.alloc(backend.F32, N)
+		f.ResidualLayerNormForward(res.g, rln.g, rm.g, rr.g, x.g, dx.g, lw.g, lb.g, N, C)
+		p.c.Add(res.c, x.c, dx.c, N*C)
+		p.c.LayerNormForward(rln.c, rm.c, rr.c, res.c, lw.c, lb.c, N, C)
+		p.same("residual+layernorm residual", res)
+		p.same("residual+layernorm out", rln)
+		p.same("residual+layernorm mean", rm)
+		p.same("residual+layernorm rstd", rr)
+	}
+
 	// Matmul (the QKV projection).
 	OC := 3 * C
 	w, bias := p.normal(par, OC*C, 0.05), p.normal(par, OC, 0.1)

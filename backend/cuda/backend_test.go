@@ -190,3 +190,49 @@ func TestHostPoolOpsMatchDevice(t *testing.T) {
 		t.Errorf("NonFinite on a finite host buffer")
 	}
 }
+
+// The fused residual add + LayerNorm gives the same bits as Add followed by
+// LayerNormForward on this backend, also when the residual aliases an input.
+func TestResidualLayerNormIsBitIdenticalToTwoOps(t *testing.T) {
+	e := newEnv(t)
+	b := e.backend(t)
+	const N, C = 19, 45
+	for _, dt := range []backend.DType{backend.F32, backend.BF16, backend.F16} {
+		alloc := func(d backend.DType, n int, seed float64) backend.Buffer {
+			x, err := b.Alloc(backend.Device, backend.Activations, d, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(math.Sin(seed*float64(i+3)) + 0.25*seed)
+			}
+			if seed != 0 {
+				if err := backend.WriteF32(b, x, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return x
+		}
+		xa, xb, w, bias := alloc(dt, N*C, 1.3), alloc(dt, N*C, 0.7), alloc(dt, C, 2.1), alloc(dt, C, 0.4)
+		xa2 := alloc(dt, N*C, 1.3)
+		res, out, mean, rstd := alloc(dt, N*C, 0), alloc(dt, N*C, 0), alloc(backend.F32, N, 0), alloc(backend.F32, N, 0)
+		out2, mean2, rstd2 := alloc(dt, N*C, 0), alloc(backend.F32, N, 0), alloc(backend.F32, N, 0)
+		b.Add(res, xa, xb, N*C)
+		b.LayerNormForward(out, mean, rstd, res, w, bias, N, C)
+		// Fused, in place over a copy of a.
+		b.ResidualLayerNormForward(xa2, out2, mean2, rstd2, xa2, xb, w, bias, N, C)
+		for _, pair := range [][2]backend.Buffer{{res, xa2}, {out, out2}, {mean, mean2}, {rstd, rstd2}} {
+			raw := func(x backend.Buffer) []byte {
+				out := make([]byte, x.Bytes())
+				if err := b.Download(out, x); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			if string(raw(pair[0])) != string(raw(pair[1])) {
+				t.Errorf("%s: fused %s differs from Add + LayerNormForward", dt, pair[0])
+			}
+		}
+	}
+}

@@ -23,6 +23,30 @@ func (b *Backend) LayerNormForward(out, mean, rstd, inp, weight, bias backend.Bu
 		b.t(op, weight), b.t(op, bias), N, C))
 }
 
+// ResidualLayerNormForward implements backend.ResidualLayerNormer: the
+// residual add and the LayerNorm after it in one kernel, bit-identical to
+// Add followed by LayerNormForward.
+func (b *Backend) ResidualLayerNormForward(residual, out, mean, rstd, x, y, weight, bias backend.Buffer, N, C int) {
+	const op = "residual layernorm forward"
+	if b.hostOp(op, residual, out, mean, rstd, x, y, weight, bias) {
+		b.host.Add(residual, x, y, N*C)
+		b.host.LayerNormForward(out, mean, rstd, residual, weight, bias, N, C)
+		return
+	}
+	for _, v := range []struct {
+		name string
+		buf  backend.Buffer
+	}{{"residual", residual}, {"out", out}, {"a", x}, {"b", y}} {
+		needLen(op, v.name, v.buf, N*C)
+	}
+	needLen(op, "mean", mean, N)
+	needLen(op, "rstd", rstd, N)
+	needLen(op, "weight", weight, C)
+	needLen(op, "bias", bias, C)
+	b.check(op, b.k.ResidualLayerNormForward(b.stream, b.t(op, residual), b.t(op, out), b.t(op, mean), b.t(op, rstd),
+		b.t(op, x), b.t(op, y), b.t(op, weight), b.t(op, bias), N, C))
+}
+
 // LayerNormBackward implements backend.Backend: dinp one warp per row;
 // dweight and dbias accumulate column sums computed as per-chunk partials
 // in device scratch and then added in chunk order (deterministic, no
