@@ -88,6 +88,28 @@ func TestTrainOnCUDAMatchesCPU(t *testing.T) {
 	if want[steps-1] >= want[0] {
 		t.Errorf("loss did not fall: %v", want)
 	}
+
+	// bf16: 16-bit parameters and activations round differently once the
+	// two backends' fp32 intermediates differ in the last bit, so the
+	// bound is bf16's resolution rather than fp32's.
+	bf16 := filepath.Join(dir, "bf16.json")
+	if err := os.WriteFile(bf16, []byte(`{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
+		"optimizer": {"type": "AdamW", "params": {"lr": 3e-3}}, "bf16": {"enabled": true}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	losses := map[string][]float64{}
+	for _, device := range []string{"cpu", "cuda"} {
+		out := filepath.Join(dir, device+"-bf16")
+		runWithEnv(t, env, "train", "--device", device, "--config", bf16, "--model", modelCfg, "--data", shard,
+			"--seq-len", "16", "--max-steps", strconv.Itoa(steps), "--output-dir", out, "--threads", "1", "--metrics-addr", "off")
+		losses[device] = readLosses(t, filepath.Join(out, "metrics.jsonl"))
+	}
+	for i := range losses["cpu"] {
+		if g, c := losses["cuda"][i], losses["cpu"][i]; math.Abs(g-c) > 1e-2*math.Abs(c) {
+			t.Errorf("bf16 step %d: loss %.5f on cuda, %.5f on cpu", i+1, g, c)
+		}
+	}
+	t.Logf("bf16: cuda %.5f … %.5f, cpu %.5f … %.5f", losses["cuda"][0], losses["cuda"][steps-1], losses["cpu"][0], losses["cpu"][steps-1])
 }
 
 // --device auto picks the GPU when the driver, NVRTC and cuBLAS answer, and

@@ -22,6 +22,8 @@ import (
 
 // ZeRO over NCCL on two emulated GPUs in one process (the mock NCCL joins
 // ranks that are threads of one process): stages 1–3 with overlap_comm,
+// and with the optimizer (and at stage 3 the parameters) offloaded to
+// pinned host memory,
 // so gradient reduce-scatters run on the communicator's stream from the
 // engine's goroutine while the backward pass continues on the compute
 // stream, reproduce the one-process CPU losses.
@@ -40,10 +42,11 @@ func TestZeROOverNCCLMatchesCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	const steps = 6
-	parse := func(stage, micro, world int) (*config.Config, config.Batch) {
+	parse := func(stage, micro, world int, offload string) (*config.Config, config.Batch) {
 		text := fmt.Sprintf(`{"train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": 2,
 			"gradient_clipping": 0.5, "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}},
-			"zero_optimization": {"stage": %d, "overlap_comm": true, "stage3_param_persistence_threshold": 100}}`, micro, stage)
+			"zero_optimization": {"stage": %d, "overlap_comm": true, "stage3_param_persistence_threshold": 100 %s}}`,
+			micro, stage, offload)
 		cfg, err := config.Parse("test.json", []byte(text), config.Options{Strict: true,
 			Overrides: config.Overrides{WorldSize: world, Hidden: mcfg.C, TotalSteps: config.Some(steps)}})
 		if err != nil {
@@ -63,7 +66,7 @@ func TestZeROOverNCCLMatchesCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, b := parse(0, 4, 1)
+	cfg, b := parse(0, 4, 1, "")
 	ref := filepath.Join(dir, "cpu")
 	if _, err := trainer.Run(context.Background(), cpuBE, opts(cfg, b, ref, nil)); err != nil {
 		t.Fatal(err)
@@ -78,8 +81,14 @@ func TestZeROOverNCCLMatchesCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for stage := 1; stage <= 3; stage++ {
-		out := filepath.Join(dir, fmt.Sprintf("nccl%d", stage))
+	const offOpt = `, "offload_optimizer": {"device": "cpu", "pin_memory": true}`
+	const offParam = `, "offload_param": {"device": "cpu", "pin_memory": true}`
+	for i, tc := range []struct {
+		stage   int
+		offload string
+	}{{1, ""}, {2, ""}, {3, ""}, {2, offOpt}, {3, offOpt + offParam}} {
+		stage := tc.stage
+		out := filepath.Join(dir, fmt.Sprintf("nccl%d", i))
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +100,7 @@ func TestZeROOverNCCLMatchesCPU(t *testing.T) {
 			go func(r int) {
 				defer wg.Done()
 				errs[r] = ncclRank(drv, lib, r, ln, func(g *gpuRank, cm comm.Comm) error {
-					cfg, b := parse(stage, 2, 2)
+					cfg, b := parse(stage, 2, 2, tc.offload)
 					_, err := trainer.Run(context.Background(), g.be, opts(cfg, b, out, cm))
 					return err
 				})
@@ -100,7 +109,7 @@ func TestZeROOverNCCLMatchesCPU(t *testing.T) {
 		wg.Wait()
 		for r, err := range errs {
 			if err != nil {
-				t.Fatalf("stage %d rank %d: %v", stage, r, err)
+				t.Fatalf("stage %d%s rank %d: %v", stage, tc.offload, r, err)
 			}
 		}
 		got := readLosses(t, filepath.Join(out, "metrics.jsonl"))
@@ -109,10 +118,10 @@ func TestZeROOverNCCLMatchesCPU(t *testing.T) {
 		}
 		for i := range got {
 			if math.Abs(got[i]-want[i]) > 1e-4*math.Abs(want[i]) {
-				t.Errorf("stage %d step %d: loss %.7f on 2 emulated GPUs, %.7f on one CPU process", stage, i+1, got[i], want[i])
+				t.Errorf("stage %d%s step %d: loss %.7f on 2 emulated GPUs, %.7f on one CPU process", stage, tc.offload, i+1, got[i], want[i])
 			}
 		}
-		t.Logf("stage %d, 2 GPUs over NCCL: %.6f … %.6f (cpu %.6f … %.6f)", stage, got[0], got[steps-1], want[0], want[steps-1])
+		t.Logf("stage %d%s, 2 GPUs over NCCL: %.6f … %.6f (cpu %.6f … %.6f)", stage, tc.offload, got[0], got[steps-1], want[0], want[steps-1])
 	}
 }
 
