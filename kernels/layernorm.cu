@@ -11,40 +11,47 @@
 
 #define GT_LN_EPS 1e-5f
 
-// gt_layernorm_forward: out = (x−mean)·rstd·weight + bias. The mean is
-// corrected in a second pass: with m0 the fp32 mean and d = x−m0,
-// mean = m0 + Σd/C and var = Σd²/C − (Σd/C)². The correction comes from
-// the small deviations, so a row whose mean is large next to its spread
-// (0.5 ± 0.01) keeps its mean accurate without double arithmetic.
+// gt_ln_row finishes LayerNorm of row r, whose elements x (dtype x_dt)
+// this lane has summed into s: the mean is corrected in a second pass
+// (with m0 the fp32 mean and d = x−m0, mean = m0 + Σd/C and var =
+// Σd²/C − (Σd/C)²), so a row whose mean is large next to its spread
+// (0.5 ± 0.01) keeps its mean accurate without double arithmetic. Every
+// lane of the warp calls it.
+__device__ __forceinline__ void gt_ln_row(void *out, int out_dt, float *mean, float *rstd, const void *x, int x_dt, const void *weight, int weight_dt, const void *bias, int bias_dt, long long r, int C, float s) {
+	int lane = threadIdx.x % GT_WARP;
+	long long base = r * C;
+	float m0 = gt_warp_sum(s) / (float)C;
+	float d1 = 0.0f, d2 = 0.0f;
+	for (int c = lane; c < C; c += GT_WARP) {
+		float d = gt_load(x, x_dt, base + c) - m0;
+		d1 += d;
+		d2 += d * d;
+	}
+	float corr = gt_warp_sum(d1) / (float)C;
+	float var = fmaxf(gt_warp_sum(d2) / (float)C - corr * corr, 0.0f);
+	float m = m0 + corr;
+	float rs = 1.0f / sqrtf(var + GT_LN_EPS);
+	for (int c = lane; c < C; c += GT_WARP) {
+		float v = (gt_load(x, x_dt, base + c) - m) * rs * gt_load(weight, weight_dt, c) + gt_load(bias, bias_dt, c);
+		gt_store(out, out_dt, base + c, v);
+	}
+	if (lane == 0) {
+		mean[r] = m;
+		rstd[r] = rs;
+	}
+}
+
+// gt_layernorm_forward: out = (x−mean)·rstd·weight + bias, one warp per
+// row.
 extern "C" __global__ void gt_layernorm_forward(void *out, int out_dt, float *mean, float *rstd, const void *inp, int inp_dt, const void *weight, int weight_dt, const void *bias, int bias_dt, int N, int C) {
 	int lane = threadIdx.x % GT_WARP;
 	int warps = blockDim.x / GT_WARP;
 	for (long long r = (long long)blockIdx.x * warps + threadIdx.x / GT_WARP; r < N; r += (long long)gridDim.x * warps) {
-		long long base = r * C;
 		float s = 0.0f;
 		for (int c = lane; c < C; c += GT_WARP) {
-			s += gt_load(inp, inp_dt, base + c);
+			s += gt_load(inp, inp_dt, r * C + c);
 		}
-		float m0 = gt_warp_sum(s) / (float)C;
-		float d1 = 0.0f, d2 = 0.0f;
-		for (int c = lane; c < C; c += GT_WARP) {
-			float d = gt_load(inp, inp_dt, base + c) - m0;
-			d1 += d;
-			d2 += d * d;
-		}
-		float corr = gt_warp_sum(d1) / (float)C;
-		float var = fmaxf(gt_warp_sum(d2) / (float)C - corr * corr, 0.0f);
-		float m = m0 + corr;
-		float rs = 1.0f / sqrtf(var + GT_LN_EPS);
-		for (int c = lane; c < C; c += GT_WARP) {
-			float x = gt_load(inp, inp_dt, base + c);
-			float v = (x - m) * rs * gt_load(weight, weight_dt, c) + gt_load(bias, bias_dt, c);
-			gt_store(out, out_dt, base + c, v);
-		}
-		if (lane == 0) {
-			mean[r] = m;
-			rstd[r] = rs;
-		}
+		gt_ln_row(out, out_dt, mean, rstd, inp, inp_dt, weight, weight_dt, bias, bias_dt, r, C, s);
 	}
 }
 
@@ -127,25 +134,6 @@ extern "C" __global__ void gt_residual_layernorm_forward(void *residual, int res
 			gt_store(residual, res_dt, base + c, x);
 			s += x;
 		}
-		float m0 = gt_warp_sum(s) / (float)C;
-		float d1 = 0.0f, d2 = 0.0f;
-		for (int c = lane; c < C; c += GT_WARP) {
-			float d = gt_load(residual, res_dt, base + c) - m0;
-			d1 += d;
-			d2 += d * d;
-		}
-		float corr = gt_warp_sum(d1) / (float)C;
-		float var = fmaxf(gt_warp_sum(d2) / (float)C - corr * corr, 0.0f);
-		float m = m0 + corr;
-		float rs = 1.0f / sqrtf(var + GT_LN_EPS);
-		for (int c = lane; c < C; c += GT_WARP) {
-			float x = gt_load(residual, res_dt, base + c);
-			float v = (x - m) * rs * gt_load(weight, weight_dt, c) + gt_load(bias, bias_dt, c);
-			gt_store(out, out_dt, base + c, v);
-		}
-		if (lane == 0) {
-			mean[r] = m;
-			rstd[r] = rs;
-		}
+		gt_ln_row(out, out_dt, mean, rstd, residual, res_dt, weight, weight_dt, bias, bias_dt, r, C, s);
 	}
 }
