@@ -38,7 +38,7 @@ func benchCommand() *cli.Command {
 
 func runBench(c *cli.Context) error {
 	w := c.App.Writer
-	device, note, err := resolveDevice(c.String("device"))
+	device, note, err := resolveDevice(c.String("device"), 1)
 	if err != nil {
 		return err
 	}

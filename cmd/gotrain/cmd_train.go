@@ -73,16 +73,16 @@ func trainCommand() *cli.Command {
 
 func runTrain(c *cli.Context) error {
 	out := c.App.Writer
-	device, autoNote, err := resolveDevice(c.String("device"))
-	if err != nil {
-		return err
-	}
 	rk, distributed, err := launch.DetectRank(os.Getenv)
 	if err != nil {
 		return err
 	}
 	if !distributed {
 		rk = launch.Rank{WorldSize: 1, LocalWorldSize: 1}
+	}
+	device, autoNote, err := resolveDevice(c.String("device"), rk.WorldSize)
+	if err != nil {
+		return err
 	}
 	ov := config.Overrides{WorldSize: rk.WorldSize}
 	if c.IsSet("micro-batch-size") {

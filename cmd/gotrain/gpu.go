@@ -28,9 +28,9 @@ type gpuRank struct {
 }
 
 // gpuProbe says whether --device auto should pick CUDA: a driver that
-// answers with at least one device, NVRTC and cuBLAS. The error says what
-// is missing.
-func gpuProbe() error {
+// answers with at least one device, NVRTC and cuBLAS, and NCCL when ranks
+// must talk. The error says what is missing.
+func gpuProbe(worldSize int) error {
 	drv, err := cuda.Load(cuda.Options{})
 	if err != nil {
 		return err
@@ -48,17 +48,23 @@ func gpuProbe() error {
 	if _, err := cublas.Load(cublas.LoadOptions{}); err != nil {
 		return err
 	}
+	if worldSize > 1 {
+		if _, err := nccl.Load(nccl.LoadOptions{}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// resolveDevice turns --device into "cpu" or "cuda". auto picks cuda when a
-// GPU and its libraries are present; note says why it did not.
-func resolveDevice(device string) (resolved, note string, err error) {
+// resolveDevice turns --device into "cpu" or "cuda" for a job of
+// worldSize ranks. auto picks cuda when a GPU and its libraries are
+// present; note says why it did not.
+func resolveDevice(device string, worldSize int) (resolved, note string, err error) {
 	switch device {
 	case "cpu", "cuda":
 		return device, "", nil
 	case "auto":
-		if perr := gpuProbe(); perr != nil {
+		if perr := gpuProbe(worldSize); perr != nil {
 			return "cpu", firstLine(perr.Error()), nil
 		}
 		return "cuda", "", nil
