@@ -12,7 +12,7 @@ import (
 	"github.com/gotrain/gotrain/kernels/emu"
 )
 
-func selftest(t *testing.T) *emu.Library {
+func selftest(t testing.TB) *emu.Library {
 	t.Helper()
 	src, err := os.ReadFile("testdata/selftest.cu")
 	if err != nil {

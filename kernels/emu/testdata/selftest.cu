@@ -109,3 +109,14 @@ extern "C" __global__ void emu_convert(unsigned short *bf, unsigned short *h, fl
 		back[2 * i + 1] = gt_f16_to_f32(h[i]);
 	}
 }
+
+// Barriers and shuffles in a loop: what an emulated launch costs per
+// thread switch (the benchmark's subject).
+extern "C" __global__ void emu_barriers(int *out, int iters) {
+	int v = threadIdx.x;
+	for (int i = 0; i < iters; i++) {
+		__syncthreads();
+		v += __shfl_xor_sync(0xffffffffu, v, 1) & 1;
+	}
+	out[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}
