@@ -22,7 +22,7 @@ func (c *Comm) AllReduce(ctx context.Context, buf backend.Buffer, op comm.Op) er
 	}
 	p, n := ps[0].ptr, buf.Len()
 	return c.copyOut(c.run(ctx, comm.KindAllReduce, int64(buf.Bytes()), c.issue(n, func(x *cuda.Ctx) error {
-		if err := copyIn(x, ps...); err != nil {
+		if err := c.copyIn(x, ps...); err != nil {
 			return err
 		}
 		return c.nc.AllReduce(p, p, n, dt, rop, c.stream)
@@ -50,7 +50,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, dst, src backend.Buffer, op co
 	}
 	dp, sp, n := ps[0].ptr, ps[1].ptr, dst.Len()
 	return c.copyOut(c.run(ctx, comm.KindReduceScatter, int64(src.Bytes()), c.issue(n, func(x *cuda.Ctx) error {
-		if err := copyIn(x, ps[1]); err != nil {
+		if err := c.copyIn(x, ps[1]); err != nil {
 			return err
 		}
 		return c.nc.ReduceScatter(sp, dp, n, dt, rop, c.stream)
@@ -78,7 +78,7 @@ func (c *Comm) AllGather(ctx context.Context, dst, src backend.Buffer) error {
 	}
 	dp, sp := ps[0].ptr, ps[1].ptr
 	return c.copyOut(c.run(ctx, comm.KindAllGather, int64(dst.Bytes()), c.issue(n, func(x *cuda.Ctx) error {
-		if err := copyIn(x, ps[1]); err != nil {
+		if err := c.copyIn(x, ps[1]); err != nil {
 			return err
 		}
 		return c.nc.AllGather(sp, dp, n, dt, c.stream)
@@ -101,7 +101,7 @@ func (c *Comm) Broadcast(ctx context.Context, buf backend.Buffer, root int) erro
 	}
 	p := ps[0].ptr
 	return c.copyOut(c.run(ctx, comm.KindBroadcast, int64(buf.Bytes()), c.issue(n, func(x *cuda.Ctx) error {
-		if err := copyIn(x, ps...); err != nil {
+		if err := c.copyIn(x, ps...); err != nil {
 			return err
 		}
 		return c.nc.Broadcast(p, p, n, dt, root, c.stream)

@@ -48,6 +48,7 @@ type Comm struct {
 	compute    cuda.Stream
 	stream     cuda.Stream    // the Comm's own; NCCL runs here
 	ready      cuda.Event     // recorded on compute, waited for by stream
+	staged     cuda.Event     // recorded after staging copies, waited for by stream
 	word       cuda.DevicePtr // one int32 that Barrier all-reduces
 	stage      cuda.DevicePtr // staging for host buffers (staging.go)
 	stageBytes int
@@ -133,8 +134,11 @@ func (c *Comm) allocate(x *cuda.Ctx) (err error) {
 	if c.ready, err = x.NewEvent(false); err != nil {
 		return errors.Join(err, x.DestroyStream(c.stream))
 	}
-	if c.word, err = x.Alloc(4); err != nil {
+	if c.staged, err = x.NewEvent(false); err != nil {
 		return errors.Join(err, x.DestroyEvent(c.ready), x.DestroyStream(c.stream))
+	}
+	if c.word, err = x.Alloc(4); err != nil {
+		return errors.Join(err, x.DestroyEvent(c.staged), x.DestroyEvent(c.ready), x.DestroyStream(c.stream))
 	}
 	return nil
 }
@@ -146,7 +150,7 @@ func (c *Comm) free(x *cuda.Ctx) error {
 		stage = x.Free(c.stage)
 		c.stage, c.stageBytes = 0, 0
 	}
-	return errors.Join(stage, x.Free(c.word), x.DestroyEvent(c.ready), x.DestroyStream(c.stream))
+	return errors.Join(stage, x.Free(c.word), x.DestroyEvent(c.staged), x.DestroyEvent(c.ready), x.DestroyStream(c.stream))
 }
 
 // initRank runs ncclCommInitRank on the device thread. Past the deadline

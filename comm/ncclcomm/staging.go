@@ -61,16 +61,27 @@ func (c *Comm) place(bufs ...backend.Buffer) ([]placed, error) {
 }
 
 // copyIn uploads the staged inputs; it runs on the device thread inside
-// the issue of the NCCL call.
-func copyIn(x *cuda.Ctx, ps ...placed) error {
+// the issue of the NCCL call. A synchronous copy from pageable memory may
+// return before its DMA reaches the device, and the Comm's stream does not
+// synchronise with the legacy stream the copy runs on, so the stream
+// waits for an event recorded after the copies.
+func (c *Comm) copyIn(x *cuda.Ctx, ps ...placed) error {
+	copied := false
 	for _, p := range ps {
 		if p.host != nil && len(p.host) > 0 {
 			if err := x.CopyHtoD(p.ptr, p.host); err != nil {
 				return err
 			}
+			copied = true
 		}
 	}
-	return nil
+	if !copied {
+		return nil
+	}
+	if err := x.RecordEvent(c.staged, 0); err != nil {
+		return err
+	}
+	return x.StreamWaitEvent(c.stream, c.staged)
 }
 
 // copyOut downloads the staged outputs after the collective finished.
