@@ -7,14 +7,14 @@
  * a launch.
  *
  * Execution model:
- *   - Blocks of a grid run one after another, in x, y, z order, on the
- *     calling OS thread. Every CUDA thread of a block is a fiber (on x86-64
- *     a six-register stack switch, elsewhere ucontext, whose sigprocmask
- *     system call per switch is what makes the fast path worth having:
- *     35 against 459 ns per thread per barrier; -DGT_EMU_UCONTEXT forces
- *     ucontext for comparison)
- *     with its own stack; fibers run in thread-index order until they finish
- *     or reach a barrier.
+ *   - Blocks of a grid run one after another on the calling OS thread, in
+ *     x, y, z order or in the order of another schedule (see "schedules").
+ *     Every CUDA thread of a block is a fiber with its own stack; fibers run
+ *     in thread-index order (or the schedule's) until they finish or reach
+ *     a barrier. The switch is six registers and a stack pointer on x86-64;
+ *     elsewhere ucontext, whose sigprocmask system call per switch costs
+ *     459 against 35 ns per thread per barrier (-DGT_EMU_UCONTEXT forces
+ *     it, for comparison).
  *   - __syncthreads waits for every thread of the block that has not exited;
  *     __syncwarp, shuffles and votes wait for every live lane of the warp
  *     (warps are 32 consecutive linear thread indices, as on hardware).
@@ -471,6 +471,67 @@ static void gt_emu_thread_done(gt_emu_fiber *f) {
 	}
 }
 
+/* ---- schedules ----
+ * A GPU promises no order between the blocks of a grid, nor between the
+ * threads of a block between two barriers. The default schedule runs both
+ * in index order; the others run them reversed or in a seeded pseudo-random
+ * order (a fresh permutation of the threads for every pass between
+ * barriers). A kernel whose results change with the schedule depends on an
+ * order the hardware does not give: a missing barrier, a race on shared or
+ * global memory. The schedule is per OS thread (each mock device launches
+ * on its own), set with gt_emu_set_schedule. */
+enum { GT_EMU_FORWARD = 0, GT_EMU_REVERSE = 1, GT_EMU_SHUFFLE = 2 };
+static thread_local int gt_emu_mode;
+static thread_local unsigned long long gt_emu_rng;
+
+extern "C" __attribute__((visibility("default"))) void gt_emu_set_schedule(int mode, unsigned long long seed) {
+	gt_emu_mode = mode;
+	gt_emu_rng = seed * 0x9e3779b97f4a7c15ull + 1;
+}
+
+static unsigned long long gt_emu_next(void) {
+	gt_emu_rng = gt_emu_rng * 6364136223846793005ull + 1442695040888963407ull;
+	return gt_emu_rng >> 17;
+}
+
+static unsigned long long gt_emu_gcd(unsigned long long a, unsigned long long b) {
+	while (b) {
+		unsigned long long t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* gt_emu_order is a permutation of [0, n): i ↦ (a·i + b) mod n with a
+ * coprime to n, drawn afresh by gt_emu_order_new. */
+struct gt_emu_order {
+	unsigned long long n, a, b;
+	int mode;
+};
+
+static gt_emu_order gt_emu_order_new(unsigned long long n) {
+	gt_emu_order o = {n, 1, 0, gt_emu_mode};
+	if (o.mode == GT_EMU_SHUFFLE && n > 1) {
+		o.a = 1 + gt_emu_next() % (n - 1);
+		while (gt_emu_gcd(o.a, n) != 1) {
+			o.a = o.a % (n - 1) + 1;
+		}
+		o.b = gt_emu_next() % n;
+	}
+	return o;
+}
+
+static inline unsigned long long gt_emu_at(const gt_emu_order *o, unsigned long long i) {
+	if (o->mode == GT_EMU_REVERSE) {
+		return o->n - 1 - i;
+	}
+	if (o->mode == GT_EMU_SHUFFLE) {
+		return (o->a * i + o->b) % o->n;
+	}
+	return i;
+}
+
 /* gt_emu_run_block runs every thread of block s.bidx to completion. */
 static int gt_emu_run_block(void) {
 	gt_emu_state &s = gt_emu_st;
@@ -497,8 +558,9 @@ static int gt_emu_run_block(void) {
 	int done = 0;
 	while (done < n) {
 		int progress = 0;
-		for (int i = 0; i < n; i++) {
-			gt_emu_fiber *f = &s.fibers[i];
+		gt_emu_order order = gt_emu_order_new((unsigned long long)n);
+		for (int k = 0; k < n; k++) {
+			gt_emu_fiber *f = &s.fibers[gt_emu_at(&order, (unsigned long long)k)];
 			if (f->state == 3) {
 				continue;
 			}
@@ -621,16 +683,15 @@ static int gt_emu_run(const gt_emu_entry *e, unsigned long long *count, unsigned
 	s.params = params;
 	s.failed = 0;
 	s.err[0] = 0;
-	for (unsigned z = 0; z < gz; z++) {
-		for (unsigned y = 0; y < gy; y++) {
-			for (unsigned x = 0; x < gx; x++) {
-				s.bidx = {x, y, z};
-				if (gt_emu_run_block() != 0) {
-					snprintf(err, (size_t)errlen, "emulation: %s (grid %ux%ux%u, block %ux%ux%u): %s", e->name, gx, gy,
-					         gz, bx, by, bz, s.err);
-					return -1;
-				}
-			}
+	unsigned long long blocks = (unsigned long long)gx * gy * gz;
+	gt_emu_order order = gt_emu_order_new(blocks);
+	for (unsigned long long k = 0; k < blocks; k++) {
+		unsigned long long id = gt_emu_at(&order, k);
+		s.bidx = {(unsigned)(id % gx), (unsigned)(id / gx % gy), (unsigned)(id / ((unsigned long long)gx * gy))};
+		if (gt_emu_run_block() != 0) {
+			snprintf(err, (size_t)errlen, "emulation: %s (grid %ux%ux%u, block %ux%ux%u): %s", e->name, gx, gy, gz, bx,
+			         by, bz, s.err);
+			return -1;
 		}
 	}
 	return 0;

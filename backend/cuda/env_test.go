@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/gotrain/gotrain/backend"
@@ -20,7 +21,8 @@ import (
 // computes real GEMMs on them.
 type env struct {
 	emu  *emu.Library
-	dev  *cu.Device
+	dev  *cu.Device   // devs[0]
+	devs []*cu.Device // every mock device
 	comp *kernels.Compiler
 	blas *cublas.Library
 }
@@ -28,19 +30,27 @@ type env struct {
 // newEnv builds the environment. NVRTC compiles the program to PTX for
 // the mock's sm_80 (the mock loads PTX only); without NVRTC the test is
 // skipped unless GOTRAIN_REQUIRE_NVRTC=1.
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvDevices(t, 1) }
+
+// newEnvDevices is newEnv with n mock devices (even ordinals sm_80, odd
+// sm_90), each launching on its own OS thread.
+func newEnvDevices(t *testing.T, n int) *env {
 	t.Helper()
 	lib := emu.ForTest(t)
-	t.Setenv(cudatest.EnvDevices, "1")
+	t.Setenv(cudatest.EnvDevices, strconv.Itoa(n))
 	drv, err := cu.Load(cu.Options{Library: cudatest.BuildMockDriver(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := drv.Open(0)
-	if err != nil {
-		t.Fatal(err)
+	var devs []*cu.Device
+	for i := 0; i < n; i++ {
+		dev, err := drv.Open(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = dev.Close() })
+		devs = append(devs, dev)
 	}
-	t.Cleanup(func() { _ = dev.Close() })
 	nv, err := kernels.LoadNVRTC(kernels.NVRTCOptions{})
 	if err != nil {
 		if os.Getenv("GOTRAIN_REQUIRE_NVRTC") == "1" {
@@ -60,7 +70,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{emu: lib, dev: dev, comp: kernels.NewCompiler(nv, cache), blas: bl}
+	return &env{emu: lib, dev: devs[0], devs: devs, comp: kernels.NewCompiler(nv, cache), blas: bl}
 }
 
 func newHost() *cpu.Backend {
@@ -68,10 +78,12 @@ func newHost() *cpu.Backend {
 	return cpu.New(cpu.Options{Gemm: g, Threads: 1})
 }
 
-// backend is a fresh Backend on the env's device, closed when t ends.
-func (e *env) backend(t *testing.T) *Backend {
+// backend is a fresh Backend on the env's first device, closed when t ends.
+func (e *env) backend(t *testing.T) *Backend { return e.backendOn(t, e.dev) }
+
+func (e *env) backendOn(t *testing.T, dev *cu.Device) *Backend {
 	t.Helper()
-	b, err := New(Options{Device: e.dev, Compiler: e.comp, BLAS: e.blas, Host: newHost()})
+	b, err := New(Options{Device: dev, Compiler: e.comp, BLAS: e.blas, Host: newHost()})
 	if err != nil {
 		t.Fatal(err)
 	}

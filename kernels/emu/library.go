@@ -10,6 +10,7 @@ typedef int (*gt_emu_count_fn)(void);
 typedef const char *(*gt_emu_name_fn)(int);
 typedef unsigned long long (*gt_emu_launches_fn)(int);
 typedef int (*gt_emu_launch_fn)(int, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void **, char *, int);
+typedef void (*gt_emu_schedule_fn)(int, unsigned long long);
 
 typedef struct {
 	gt_dl_lib lib;
@@ -17,6 +18,7 @@ typedef struct {
 	gt_emu_name_fn name;
 	gt_emu_launches_fn launches;
 	gt_emu_launch_fn launch;
+	gt_emu_schedule_fn schedule;
 } gt_emu_lib;
 
 static int gt_emu_open(gt_emu_lib *l, const char *path) {
@@ -28,8 +30,10 @@ static int gt_emu_open(gt_emu_lib *l, const char *path) {
 	l->name = (gt_emu_name_fn)gt_dl_sym(&l->lib, "gt_emu_kernel_name");
 	l->launches = (gt_emu_launches_fn)gt_dl_sym(&l->lib, "gt_emu_launches");
 	l->launch = (gt_emu_launch_fn)gt_dl_sym(&l->lib, "gt_emu_launch");
-	return l->count && l->name && l->launches && l->launch ? 0 : -1;
+	l->schedule = (gt_emu_schedule_fn)gt_dl_sym(&l->lib, "gt_emu_set_schedule");
+	return l->count && l->name && l->launches && l->launch && l->schedule ? 0 : -1;
 }
+static void gt_emu_schedule_call(gt_emu_lib *l, int mode, unsigned long long seed) { l->schedule(mode, seed); }
 static int gt_emu_count_call(gt_emu_lib *l) { return l->count(); }
 static const char *gt_emu_name_call(gt_emu_lib *l, int i) { return l->name(i); }
 static unsigned long long gt_emu_launches_call(gt_emu_lib *l, int i) { return l->launches(i); }
@@ -93,6 +97,24 @@ func (l *Library) Launches(name string) int64 {
 		return -1
 	}
 	return int64(C.gt_emu_launches_call(l.l, C.int(id)))
+}
+
+// Schedule is the order in which emulated blocks, and the threads of a
+// block between two barriers, run. A GPU guarantees neither order, so a
+// correct kernel gives the same bits under every schedule.
+type Schedule int
+
+const (
+	Forward Schedule = iota // index order (the default)
+	Reverse                 // reversed index order
+	Shuffle                 // a seeded pseudo-random permutation, drawn afresh for every pass
+)
+
+// SetSchedule sets the schedule of launches made on the calling OS thread
+// from now on (the mock driver launches on the device's thread: call it
+// inside cuda.Device.Do). seed matters for Shuffle only.
+func (l *Library) SetSchedule(s Schedule, seed uint64) {
+	C.gt_emu_schedule_call(l.l, C.int(s), C.ulonglong(seed))
 }
 
 // Dim is a grid or block shape; zero components count as 1.

@@ -120,3 +120,13 @@ extern "C" __global__ void emu_barriers(int *out, int iters) {
 	}
 	out[blockIdx.x * blockDim.x + threadIdx.x] = v;
 }
+
+// A race: thread i reads what thread i-1 writes, with no barrier between
+// the write and the read. On a GPU the answer depends on timing.
+extern "C" __global__ void emu_racy(int *out) {
+	__shared__ int s[64];
+	s[threadIdx.x] = 0;
+	__syncthreads();
+	s[threadIdx.x] = (int)threadIdx.x + 1;
+	out[threadIdx.x] = threadIdx.x > 0 ? s[threadIdx.x - 1] : 0;
+}
