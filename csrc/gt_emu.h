@@ -480,14 +480,28 @@ static void gt_emu_thread_done(gt_emu_fiber *f) {
  * order the hardware does not give: a missing barrier, a race on shared or
  * global memory. The schedule is per OS thread (each mock device launches
  * on its own), set with gt_emu_set_schedule. */
-enum { GT_EMU_FORWARD = 0, GT_EMU_REVERSE = 1, GT_EMU_SHUFFLE = 2 };
+enum { GT_EMU_FORWARD = 0, GT_EMU_REVERSE = 1, GT_EMU_SHUFFLE = 2, GT_EMU_INTERLEAVE = 3 };
 static thread_local int gt_emu_mode;
+static thread_local int gt_emu_fine; /* switch threads at every GT_EMU_POINT */
 static thread_local unsigned long long gt_emu_rng;
 
+/* GT_EMU_INTERLEAVE is GT_EMU_SHUFFLE that also switches to another thread
+ * at every global-memory access of the prelude (gt_load, gt_store), so two
+ * threads' accesses between the same barriers interleave too. */
 extern "C" __attribute__((visibility("default"))) void gt_emu_set_schedule(int mode, unsigned long long seed) {
-	gt_emu_mode = mode;
+	gt_emu_fine = mode == GT_EMU_INTERLEAVE;
+	gt_emu_mode = gt_emu_fine ? GT_EMU_SHUFFLE : mode;
 	gt_emu_rng = seed * 0x9e3779b97f4a7c15ull + 1;
 }
+
+/* gt_emu_point lets the scheduler run other threads before this one goes
+ * on (interleaving schedule only). */
+static inline void gt_emu_point(void) {
+	if (gt_emu_fine) {
+		gt_emu_swap(&gt_emu_st.cur->ctx, &gt_emu_st.sched);
+	}
+}
+#define GT_EMU_POINT() gt_emu_point()
 
 static unsigned long long gt_emu_next(void) {
 	gt_emu_rng = gt_emu_rng * 6364136223846793005ull + 1442695040888963407ull;

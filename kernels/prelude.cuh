@@ -8,6 +8,13 @@
 // (round to nearest even, NaN kept quiet), so a GPU result rounds the same
 // fp32 value to the same bits as the CPU backend.
 
+// GT_EMU_POINT marks a global-memory access: nothing on a GPU; under the
+// CPU emulation's interleaving schedule, a point where another thread may
+// run (csrc/gt_emu.h).
+#ifndef GT_EMU_POINT
+#define GT_EMU_POINT()
+#endif
+
 #define GT_F32 1
 #define GT_BF16 2
 #define GT_F16 3
@@ -83,6 +90,7 @@ __device__ __forceinline__ unsigned short gt_f32_to_f16(float f) {
 
 // gt_load reads element i of a float buffer of dtype dt as fp32.
 __device__ __forceinline__ float gt_load(const void *p, int dt, long long i) {
+	GT_EMU_POINT();
 	if (dt == GT_BF16) {
 		return gt_bf16_to_f32(((const unsigned short *)p)[i]);
 	}
@@ -105,6 +113,7 @@ __device__ __forceinline__ float gt_round(int dt, float v) {
 
 // gt_store writes v, rounded to nearest even for 16-bit dtypes.
 __device__ __forceinline__ void gt_store(void *p, int dt, long long i, float v) {
+	GT_EMU_POINT();
 	if (dt == GT_BF16) {
 		((unsigned short *)p)[i] = gt_f32_to_bf16(v);
 	} else if (dt == GT_F16) {

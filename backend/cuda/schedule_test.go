@@ -28,7 +28,7 @@ func TestKernelsDoNotDependOnSchedule(t *testing.T) {
 	for _, sc := range []struct {
 		s    emu.Schedule
 		seed uint64
-	}{{emu.Reverse, 0}, {emu.Shuffle, 1}, {emu.Shuffle, 2}} {
+	}{{emu.Reverse, 0}, {emu.Shuffle, 1}, {emu.Shuffle, 2}, {emu.Interleave, 3}} {
 		set(sc.s, sc.seed)
 		for si, s := range compare.Shapes() {
 			for _, d := range compare.Mixes() {

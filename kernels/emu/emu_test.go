@@ -349,3 +349,30 @@ func TestSchedulesExposeAMissingBarrier(t *testing.T) {
 		t.Errorf("the racy kernel gave the same output under forward and reverse schedules; want two different answers")
 	}
 }
+
+// The interleaving schedule switches threads at global-memory accesses,
+// so a read-modify-write race that whole-thread orders never show loses
+// updates there.
+func TestInterleaveExposesALostUpdate(t *testing.T) {
+	lib := selftest(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer lib.SetSchedule(emu.Forward, 0)
+	const threads = 128
+	for _, s := range []emu.Schedule{emu.Forward, emu.Reverse, emu.Shuffle, emu.Interleave} {
+		lib.SetSchedule(s, 7)
+		x := emu.Alloc(4)
+		if err := lib.Launch("emu_lost_update", emu.Dim{X: 1}, emu.Dim{X: threads}, x); err != nil {
+			t.Fatal(err)
+		}
+		got := x.Float32s()[0]
+		x.Free()
+		if s == emu.Interleave {
+			if got >= threads {
+				t.Errorf("interleaved: %v updates survived of %d; want lost updates", got, threads)
+			}
+		} else if got != threads {
+			t.Errorf("schedule %d: %v, want %d", s, got, threads)
+		}
+	}
+}

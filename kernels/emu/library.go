@@ -108,6 +108,9 @@ const (
 	Forward Schedule = iota // index order (the default)
 	Reverse                 // reversed index order
 	Shuffle                 // a seeded pseudo-random permutation, drawn afresh for every pass
+	// Interleave is Shuffle that also lets other threads run at every
+	// global-memory access of the prelude (gt_load, gt_store).
+	Interleave
 )
 
 // SetSchedule sets the schedule of launches made on the calling OS thread

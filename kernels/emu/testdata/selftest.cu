@@ -130,3 +130,10 @@ extern "C" __global__ void emu_racy(int *out) {
 	s[threadIdx.x] = (int)threadIdx.x + 1;
 	out[threadIdx.x] = threadIdx.x > 0 ? s[threadIdx.x - 1] : 0;
 }
+
+// A lost update: every thread adds 1 to x[0] with a plain read and write.
+// Run one thread at a time the sum is exact; interleaved it is not.
+extern "C" __global__ void emu_lost_update(float *x) {
+	float v = gt_load(x, GT_F32, 0);
+	gt_store(x, GT_F32, 0, v + 1.0f);
+}
