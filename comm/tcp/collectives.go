@@ -28,7 +28,11 @@ func (c *Comm) AllReduce(ctx context.Context, buf backend.Buffer, op comm.Op) (e
 	}
 	size := c.size
 	bounds := func(i int) int { return i * n / size }
-	raw, work, err := c.stageForReduction(cl, buf)
+	// In place on the buffer's own memory when the CPU can address it: the
+	// all-reduce overwrites buf anyway, so staging would only add two
+	// copies of the message.
+	direct := hostView(buf)
+	raw, work, err := c.stageForReduction(cl, buf, direct)
 	if err != nil {
 		return err
 	}
@@ -42,6 +46,9 @@ func (c *Comm) AllReduce(ctx context.Context, buf backend.Buffer, op comm.Op) (e
 	}
 	if err := cl.flush(); err != nil {
 		return err
+	}
+	if direct != nil {
+		return nil
 	}
 	return c.upload(cl, buf, raw)
 }
@@ -71,7 +78,8 @@ func (c *Comm) ReduceScatter(ctx context.Context, dst, src backend.Buffer, op co
 		return nil
 	}
 	bounds := func(i int) int { return i * m }
-	raw, work, err := c.stageForReduction(cl, src)
+	// Staged: the ring accumulates in place, and src must stay intact.
+	raw, work, err := c.stageForReduction(cl, src, nil)
 	if err != nil {
 		return err
 	}
@@ -109,7 +117,12 @@ func (c *Comm) AllGather(ctx context.Context, dst, src backend.Buffer) (err erro
 	}
 	esz := dt.Size()
 	bounds := func(i int) int { return i * m }
-	raw := c.staging.bytes(dst.Bytes())
+	// Gathered straight into dst when the CPU can address it.
+	raw := hostView(dst)
+	direct := raw != nil
+	if !direct {
+		raw = c.staging.bytes(dst.Bytes())
+	}
 	if err := c.download(cl, raw[bounds(c.rank)*esz:bounds(c.rank+1)*esz], src); err != nil {
 		return err
 	}
@@ -118,6 +131,9 @@ func (c *Comm) AllGather(ctx context.Context, dst, src backend.Buffer) (err erro
 	}
 	if err := cl.flush(); err != nil {
 		return err
+	}
+	if direct {
+		return nil
 	}
 	return c.upload(cl, dst, raw)
 }
@@ -139,10 +155,14 @@ func (c *Comm) Broadcast(ctx context.Context, buf backend.Buffer, root int) (err
 	if c.size == 1 || buf.Len() == 0 {
 		return nil
 	}
-	raw := c.staging.bytes(buf.Bytes())
-	if c.rank == root {
-		if err := c.download(cl, raw, buf); err != nil {
-			return err
+	raw := hostView(buf)
+	direct := raw != nil
+	if !direct {
+		raw = c.staging.bytes(buf.Bytes())
+		if c.rank == root {
+			if err := c.download(cl, raw, buf); err != nil {
+				return err
+			}
 		}
 	}
 	if err := cl.ringBroadcast(raw, dt.Size(), root); err != nil {
@@ -151,7 +171,7 @@ func (c *Comm) Broadcast(ctx context.Context, buf backend.Buffer, root int) (err
 	if err := cl.flush(); err != nil {
 		return err
 	}
-	if c.rank == root {
+	if c.rank == root || direct {
 		return nil
 	}
 	return c.upload(cl, buf, raw)
@@ -196,12 +216,17 @@ func (c *Comm) Barrier(ctx context.Context) (err error) {
 	return cl.flush()
 }
 
-// stageForReduction downloads buf into raw staging and returns the bytes the
-// reduction works on: raw itself, or its fp32 widening for 16-bit floats.
-func (c *Comm) stageForReduction(cl *call, buf backend.Buffer) (raw, work []byte, err error) {
-	raw = c.staging.bytes(buf.Bytes())
-	if err := c.download(cl, raw, buf); err != nil {
-		return nil, nil, err
+// stageForReduction returns the bytes of buf the reduction reads and
+// writes, raw (direct, the buffer's own memory, when not nil; else a
+// download into staging), and the bytes it works on: raw itself, or its
+// fp32 widening for 16-bit floats.
+func (c *Comm) stageForReduction(cl *call, buf backend.Buffer, direct []byte) (raw, work []byte, err error) {
+	raw = direct
+	if raw == nil {
+		raw = c.staging.bytes(buf.Bytes())
+		if err := c.download(cl, raw, buf); err != nil {
+			return nil, nil, err
+		}
 	}
 	if !is16BitFloat(buf.DType()) {
 		return raw, raw, nil
@@ -220,6 +245,18 @@ func (c *Comm) finishChunk(raw, work []byte, dt backend.DType, op comm.Op, lo, h
 	if is16BitFloat(dt) {
 		narrow(raw[2*lo:2*hi], asF32(work)[lo:hi], dt)
 	}
+}
+
+// hostView is the memory under b when the CPU can address it directly (every
+// buffer of the CPU backend, host-pool buffers of the CUDA backend), else
+// nil: such buffers are sent from and received into in place, without
+// staging copies.
+func hostView(b backend.Buffer) []byte {
+	m := b.Mem()
+	if m == nil || m.Freed || m.Host == nil || b.Bytes() == 0 {
+		return nil
+	}
+	return m.Host[b.ByteOff() : b.ByteOff()+b.Bytes() : b.ByteOff()+b.Bytes()]
 }
 
 // download and upload move a message between a Buffer and staging. A

@@ -28,10 +28,15 @@
 // owner's result is what every rank receives, so results are deterministic
 // and bit-identical on every rank.
 //
-// Data moves between Buffers and the wire through the Backend's Download and
-// Upload into host staging buffers owned by the Comm and reused across
-// calls; the staging memory (up to 3× the largest message for 16-bit
-// reductions) is Go heap, not backend-accounted memory.
+// Buffers the CPU can address (every CPU-backend buffer, host-pool buffers of
+// the CUDA backend) are sent from and received into in place: all-reduce,
+// all-gather and broadcast work on the buffer's own memory (reduce-scatter
+// stages its input, which it must leave intact). Other buffers move through
+// the Backend's Download and Upload into host staging buffers owned by the
+// Comm and reused across calls. Staging (up to 3× the largest message for
+// 16-bit reductions, whose fp32 work area is always staged) is Go heap, not
+// backend-accounted memory. A failed collective may leave an in-place
+// buffer partly reduced; the Comm is unusable after it anyway.
 //
 // Failures. A read or write error, an EOF or PeerTimeout of silence on any
 // connection (peers send heartbeats when idle; TCP keepalive is on too)
