@@ -124,80 +124,48 @@ __device__ __forceinline__ void gt_store(void *p, int dt, long long i, float v) 
 }
 
 // Warp reductions: every lane of a full warp must call them; every lane
-// gets the result. The xor butterfly sums in the same order on every lane,
-// so all lanes hold identical bits.
-__device__ __forceinline__ float gt_warp_sum(float v) {
+// gets the result. The xor butterfly combines in the same order on every
+// lane, so all lanes hold identical bits.
+struct gt_op_sum {
+	template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct gt_op_max {
+	__device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <typename T, typename Op> __device__ __forceinline__ T gt_warp_reduce(T v, Op op) {
 	for (int m = GT_WARP / 2; m > 0; m >>= 1) {
-		v += __shfl_xor_sync(GT_FULL_MASK, v, m);
+		v = op(v, __shfl_xor_sync(GT_FULL_MASK, v, m));
 	}
 	return v;
 }
 
-__device__ __forceinline__ double gt_warp_sum_f64(double v) {
-	for (int m = GT_WARP / 2; m > 0; m >>= 1) {
-		v += __shfl_xor_sync(GT_FULL_MASK, v, m);
-	}
-	return v;
-}
-
-__device__ __forceinline__ float gt_warp_max(float v) {
-	for (int m = GT_WARP / 2; m > 0; m >>= 1) {
-		v = fmaxf(v, __shfl_xor_sync(GT_FULL_MASK, v, m));
-	}
-	return v;
-}
+__device__ __forceinline__ float gt_warp_sum(float v) { return gt_warp_reduce(v, gt_op_sum()); }
+__device__ __forceinline__ double gt_warp_sum_f64(double v) { return gt_warp_reduce(v, gt_op_sum()); }
+__device__ __forceinline__ float gt_warp_max(float v) { return gt_warp_reduce(v, gt_op_max()); }
 
 // Block reductions over a one-dimensional block whose size is a multiple of
 // 32 (at most 1024): every thread must call them, every thread gets the
-// result. They begin and end with a barrier, so calls may follow each other
-// and the shared scratch is free again on return.
-__device__ __forceinline__ float gt_block_sum(float v) {
-	__shared__ float gt_scratch_sum[GT_WARP];
+// result (identity fills the lanes past the last warp). They begin and end
+// with a barrier, so calls may follow each other and the shared scratch
+// (one array per instantiation) is free again on return.
+template <typename T, typename Op> __device__ __forceinline__ T gt_block_reduce(T v, T identity, Op op) {
+	__shared__ T gt_scratch[GT_WARP];
 	int lane = threadIdx.x % GT_WARP;
 	int warp = threadIdx.x / GT_WARP;
 	int warps = blockDim.x / GT_WARP;
-	v = gt_warp_sum(v);
+	v = gt_warp_reduce(v, op);
 	__syncthreads();
 	if (lane == 0) {
-		gt_scratch_sum[warp] = v;
+		gt_scratch[warp] = v;
 	}
 	__syncthreads();
-	v = lane < warps ? gt_scratch_sum[lane] : 0.0f;
-	v = gt_warp_sum(v);
+	v = lane < warps ? gt_scratch[lane] : identity;
+	v = gt_warp_reduce(v, op);
 	__syncthreads();
 	return v;
 }
 
-__device__ __forceinline__ double gt_block_sum_f64(double v) {
-	__shared__ double gt_scratch_sum_f64[GT_WARP];
-	int lane = threadIdx.x % GT_WARP;
-	int warp = threadIdx.x / GT_WARP;
-	int warps = blockDim.x / GT_WARP;
-	v = gt_warp_sum_f64(v);
-	__syncthreads();
-	if (lane == 0) {
-		gt_scratch_sum_f64[warp] = v;
-	}
-	__syncthreads();
-	v = lane < warps ? gt_scratch_sum_f64[lane] : 0.0;
-	v = gt_warp_sum_f64(v);
-	__syncthreads();
-	return v;
-}
-
-__device__ __forceinline__ float gt_block_max(float v) {
-	__shared__ float gt_scratch_max[GT_WARP];
-	int lane = threadIdx.x % GT_WARP;
-	int warp = threadIdx.x / GT_WARP;
-	int warps = blockDim.x / GT_WARP;
-	v = gt_warp_max(v);
-	__syncthreads();
-	if (lane == 0) {
-		gt_scratch_max[warp] = v;
-	}
-	__syncthreads();
-	v = lane < warps ? gt_scratch_max[lane] : GT_NEG_INF;
-	v = gt_warp_max(v);
-	__syncthreads();
-	return v;
-}
+__device__ __forceinline__ float gt_block_sum(float v) { return gt_block_reduce(v, 0.0f, gt_op_sum()); }
+__device__ __forceinline__ double gt_block_sum_f64(double v) { return gt_block_reduce(v, 0.0, gt_op_sum()); }
+__device__ __forceinline__ float gt_block_max(float v) { return gt_block_reduce(v, GT_NEG_INF, gt_op_max()); }
