@@ -11,9 +11,6 @@ package cudatest
 
 import (
 	_ "embed"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -86,20 +83,5 @@ func BuildMockDriver(t testing.TB) string {
 // library of their own making. It skips the test only if gcc is missing.
 func BuildMockLibrary(t testing.TB, name string, source []byte) string {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skipf("gcc not found, cannot build the mock %s: %v", name, err)
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, name+".c")
-	if err := os.WriteFile(src, source, 0o644); err != nil {
-		t.Fatalf("write mock source: %v", err)
-	}
-	lib := filepath.Join(dir, name)
-	cmd := exec.Command(gcc, "-shared", "-fPIC", "-O1", "-std=gnu11", "-Wall", "-Wextra", "-Werror",
-		"-o", lib, src, "-lpthread", "-lm")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build mock %s: %v\n%s", name, err, out)
-	}
-	return lib
+	return buildMock(t, name, source, nil, "-lpthread", "-lm")
 }
