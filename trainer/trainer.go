@@ -66,6 +66,10 @@ type Options struct {
 	SaveEvery, SaveTotalLimit int
 	Resume                    string
 	ConfigText                string // the config file as read, stored in checkpoints
+
+	// Version is gotrain's version, one of the RunFields every rank and a
+	// resumed checkpoint compare.
+	Version string
 }
 
 // Observer receives each optimizer step with this rank's memory accounting

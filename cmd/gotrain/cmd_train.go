@@ -153,14 +153,6 @@ func runTrain(c *cli.Context) error {
 	} else if be, info, err = newBackend(threads); err != nil {
 		return err
 	}
-	var cm comm.Comm
-	if rk.WorldSize > 1 {
-		cm, err = connect(c.Context, rk, be, gpu, c.Duration("comm-timeout"))
-		if err != nil {
-			return err
-		}
-		defer cm.Close()
-	}
 	prom, err := startMetrics(c, rk)
 	if err != nil {
 		return err
@@ -189,8 +181,8 @@ func runTrain(c *cli.Context) error {
 		c.String("model"), commas(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
 		rk.WorldSize, batch.TrainBatchSize*c.Int("seq-len"))
 
-	res, err := trainer.Run(c.Context, be, trainer.Options{
-		Config: cfg, Batch: batch, Model: mcfg, Comm: cm,
+	topts := trainer.Options{
+		Config: cfg, Batch: batch, Model: mcfg,
 		InitFrom: c.String("init-from"), Seed: c.Uint64("seed"),
 		Data: c.StringSlice("data"), ValData: c.StringSlice("val-data"),
 		SeqLen: c.Int("seq-len"), MaxSteps: c.Int("max-steps"),
@@ -199,8 +191,23 @@ func runTrain(c *cli.Context) error {
 		CheckpointHost: cfg.ActivationCheckpointing.CPUCheckpointing,
 		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out, Observer: prom,
 		SaveEvery: c.Int("save-every"), SaveTotalLimit: c.Int("save-total-limit"), Resume: c.String("resume"),
-		ConfigText: configText(c.String("config")),
-	})
+		ConfigText: configText(c.String("config")), Version: Version,
+	}
+	if rk.WorldSize > 1 {
+		// Every rank must be running the same job: the rendezvous compares
+		// these fields and names the ones that differ.
+		fields, err := trainer.RunFields(topts, trainer.Field{Name: "device", Value: be.Name()})
+		if err != nil {
+			return err
+		}
+		cm, err := connect(c.Context, rk, be, gpu, c.Duration("comm-timeout"), fields)
+		if err != nil {
+			return err
+		}
+		defer cm.Close()
+		topts.Comm = cm
+	}
+	res, err := trainer.Run(c.Context, be, topts)
 	if err != nil {
 		return err
 	}
@@ -300,7 +307,8 @@ func startMetrics(c *cli.Context, rk launch.Rank) (trainer.Observer, error) {
 // connect joins the job's rendezvous (rank 0 serves it at MASTER_ADDR:PORT)
 // and opens the collectives between the ranks: NCCL between GPUs (gpu is
 // not nil), TCP between CPU ranks.
-func connect(ctx context.Context, rk launch.Rank, be backend.Backend, gpu *gpuRank, timeout time.Duration) (comm.Comm, error) {
+func connect(ctx context.Context, rk launch.Rank, be backend.Backend, gpu *gpuRank, timeout time.Duration, fields []trainer.Field) (comm.Comm, error) {
+	_ = fields // compared at the join (next change)
 	st, err := comm.Rendezvous(ctx, comm.RendezvousOptions{Rank: rk.Rank, Size: rk.WorldSize,
 		Addr: rk.MasterAddr, Port: rk.MasterPort, Timeout: timeout, ConfigHash: Version})
 	if err != nil {
