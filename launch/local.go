@@ -76,6 +76,7 @@ func RunNode(ctx context.Context, r Runner, j NodeJob, opts SuperviseOptions) er
 			Args:  j.Args,
 			Env:   MergeEnv(j.Env, RankEnv(p, node.Slots, j.MasterAddr, j.MasterPort, j.CUDAVisible)),
 			Dir:   j.Dir,
+			Ranks: []int{p.Rank},
 		}
 		switch {
 		case p.Rank == 0:
