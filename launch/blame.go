@@ -179,8 +179,8 @@ func reportsOwnSignal(e Exit) (string, bool) {
 			continue
 		}
 		m := killedRankRE.FindStringSubmatch(line)
-		if m == nil {
-			continue
+		if m == nil || m[2] == SignalName(syscall.SIGTERM) || m[2] == SignalName(syscall.SIGINT) {
+			continue // SIGTERM and SIGINT are how launchers stop ranks
 		}
 		if n, err := strconv.Atoi(m[1]); err == nil && slices.Contains(e.Ranks, n) {
 			return strings.TrimPrefix(strings.TrimSpace(line), "gotrain: "), true

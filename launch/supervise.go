@@ -381,7 +381,11 @@ func (s *supervisor) logDuringStop(e Exit) {
 	if s.interrupted != nil && (StopStatus(e.Status) || e.Killed) {
 		return
 	}
-	fmt.Fprintf(s.log, "gotrain launch: during the stop, %s (pid %d) %s%s\n", e.Label, e.Pid, e.Status, lastLine(e))
+	how := e.Status.String()
+	if e.Killed && e.Status.Signal == syscall.SIGKILL {
+		how += " (" + sentByLauncher + " after the grace period)"
+	}
+	fmt.Fprintf(s.log, "gotrain launch: during the stop, %s (pid %d) %s%s\n", e.Label, e.Pid, how, lastLine(e))
 }
 
 // lastLine is ": " and the last line of e's output, or "".

@@ -203,6 +203,58 @@ func killRankOneMidTraining(t *testing.T, trial int) {
 	t.Logf("trial %d: stopped %v after the kill; launcher said:\n%s", trial, took.Round(time.Millisecond), lastLines(output.String(), 4))
 }
 
+// TestHungRankIsNamed: rank 1 stops answering mid-training (SIGSTOP: it
+// neither computes nor dies, and SIGTERM stays pending); rank 0 times out
+// waiting for it. The launcher must name rank 1, the rank the others
+// waited for, not rank 0, whose exit it sees first.
+func TestHungRankIsNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	dir, modelCfg, shard := distFixture(t)
+	out := filepath.Join(dir, "run")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := gotrainCmd(ctx, "launch", "--nproc", "2", "--master_port", "0", "--grace-period", "1s",
+		"train", "--config", stageConfig(t, dir, 2, 2), "--model", modelCfg, "--data", shard, "--seq-len", "16",
+		"--max-steps", "100000", "--output-dir", out, "--peak-flops", "1e9", "--threads", "1", "--comm-timeout", "2s",
+		"--metrics-addr", "off")
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, _ := os.ReadFile(filepath.Join(out, "metrics.jsonl")); bytes.Count(b, []byte("\n")) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("training did not start:\n%s", output.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ranks := childRanks(t, cmd.Process.Pid)
+	if len(ranks) != 2 {
+		cmd.Process.Kill()
+		t.Fatalf("found rank processes %v, want 2", ranks)
+	}
+	if err := syscall.Kill(ranks[1], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	verdict := lastLines(output.String(), 1)
+	if want := fmt.Sprintf("gotrain: rank 1 (pid %d) was killed by signal KILL (sent by gotrain launch", ranks[1]); !strings.HasPrefix(verdict, want) ||
+		!strings.Contains(verdict, "rank 0 reported: ") {
+		t.Errorf("verdict %q, want it to start with %q and give rank 0's report; launcher said:\n%s", verdict, want, output.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("launcher exited %d, want 1 (rank 0's failure, which started the stop)", code)
+	}
+	t.Logf("launcher said:\n%s", lastLines(output.String(), 3))
+}
+
 // childRanks returns the pids of launcherPid's children indexed by their
 // RANK environment variable.
 func childRanks(t *testing.T, launcherPid int) map[int]int {
