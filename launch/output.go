@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"io"
+	"os"
 	"slices"
 	"sync"
 )
@@ -199,4 +200,33 @@ func (w *teeWriter) Flush() error {
 		return f.Flush()
 	}
 	return nil
+}
+
+// dropWriter passes writes on until the destination fails, then drops
+// them, and never reports the failure to the process writing.
+type dropWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	broken bool
+}
+
+func (d *dropWriter) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.broken {
+		if _, err := d.w.Write(p); err != nil {
+			d.broken = true
+		}
+	}
+	return len(p), nil
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -209,6 +209,40 @@ func TestNodeLauncherSurvivesClosedOutput(t *testing.T) {
 	}
 }
 
+// TestLaunchSurvivesClosedStdout is `gotrain launch ... | head -1`: the
+// reader of the launcher's output goes away; training must go on to the
+// end (the output is dropped) instead of rank 0 dying of SIGPIPE, or of
+// the write error, at its next progress line.
+func TestLaunchSurvivesClosedStdout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	dir, modelCfg, shard := distFixture(t)
+	out := filepath.Join(dir, "run")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := gotrainCmd(ctx, "launch", "--nproc", "2", "--master_port", "0", "train", "--config", stageConfig(t, dir, 1, 2),
+		"--model", modelCfg, "--data", shard, "--seq-len", "16", "--max-steps", "20", "--output-dir", out,
+		"--peak-flops", "1e9", "--threads", "1", "--metrics-addr", "off")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	r.Close() // nobody will ever read
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("launch with a closed stdout: %v\n%s", err, stderr.String())
+	}
+	if steps := len(readLosses(t, filepath.Join(out, "metrics.jsonl"))); steps != 20 {
+		t.Errorf("%d steps trained, want 20", steps)
+	}
+}
+
 // TestUnresolvableMasterAddrFailsAtOnce: a MASTER_ADDR that is not a host
 // (root@host, as copied from a hostfile) fails the launch before any rank
 // starts, instead of ranks retrying for the whole --comm-timeout.
