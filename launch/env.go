@@ -38,8 +38,10 @@ type Rank struct {
 //
 // With none of them set it returns rank 0 of 1 on 127.0.0.1:29500 and false.
 // Partial or inconsistent variables (RANK without WORLD_SIZE, RANK ≥
-// WORLD_SIZE, a non-numeric value, MPI without MASTER_ADDR) are errors that
-// name the variable and say what to set.
+// WORLD_SIZE, a non-numeric value, MPI without MASTER_ADDR, a MASTER_ADDR
+// that is not a host name such as root@worker-0) are errors that name the
+// variable and say what to set. It does not look MASTER_ADDR up; callers
+// that are about to rendezvous use CheckMasterAddr for that.
 //
 // Slurm's variables count only inside a job step (SLURM_STEP_ID set, as srun
 // does): sbatch's batch shell also has SLURM_PROCID=0 and SLURM_NTASKS=N, and
@@ -182,6 +184,9 @@ func setMaster(env func(string) string, r *Rank, advice string) error {
 			return fmt.Errorf("MASTER_ADDR is not set: %s", advice)
 		}
 		r.MasterAddr = "127.0.0.1"
+	}
+	if err := ValidateMasterAddr(r.MasterAddr); err != nil {
+		return err
 	}
 	r.MasterPort = DefaultMasterPort
 	if env("MASTER_PORT") != "" {

@@ -125,6 +125,10 @@ func TestDetectRankErrors(t *testing.T) {
 		{"local rank too large", full(map[string]string{"LOCAL_RANK": "2", "RANK": "1"}), []string{"LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"}},
 		{"local size above world", full(map[string]string{"LOCAL_WORLD_SIZE": "3"}), []string{"LOCAL_WORLD_SIZE=3 exceeds WORLD_SIZE=2"}},
 		{"no master", full(map[string]string{"MASTER_ADDR": ""}), []string{"MASTER_ADDR is not set"}},
+		// A hostfile's ssh destination copied into MASTER_ADDR: the ranks
+		// would retry the rendezvous for the whole --comm-timeout.
+		{"master with a user", full(map[string]string{"MASTER_ADDR": "root@worker-0"}), []string{`MASTER_ADDR "root@worker-0" has a user name`, `"worker-0"`}},
+		{"master with a port", full(map[string]string{"MASTER_ADDR": "worker-0:29500"}), []string{"MASTER_PORT=29500"}},
 		{"bad port", full(map[string]string{"MASTER_PORT": "70000"}), []string{"MASTER_PORT=70000 is not a TCP port"}},
 		{"port text", full(map[string]string{"MASTER_PORT": "http"}), []string{`MASTER_PORT="http"`}},
 		{"mpi without master", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2",

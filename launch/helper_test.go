@@ -19,10 +19,10 @@ import (
 // The test binary doubles as the rank program: with helperEnv set, TestMain
 // runs helperMain instead of the tests.
 const (
-	helperEnv       = "GOTRAIN_LAUNCH_TEST_HELPER" // mode: args, sleep, print, stdin, grandchild, launcher
+	helperEnv       = "GOTRAIN_LAUNCH_TEST_HELPER" // mode: args, sleep, print, stdin, grandchild, launcher, lost, hang
 	helperDirEnv    = "GOTRAIN_LAUNCH_TEST_DIR"    // where helpers write pid files and reports
 	grandchildEnv   = "GOTRAIN_LAUNCH_TEST_GRANDCHILD"
-	onTermEnv       = "GOTRAIN_LAUNCH_TEST_ON_TERM" // "", save, ignore
+	onTermEnv       = "GOTRAIN_LAUNCH_TEST_ON_TERM" // "", save, save143 (save, then exit 143), ignore
 	failRankEnv     = "GOTRAIN_LAUNCH_TEST_FAIL_RANK"
 	failCodeEnv     = "GOTRAIN_LAUNCH_TEST_FAIL_CODE"
 	helperLifespan  = 60 * time.Second // no helper outlives a broken test by more
@@ -80,6 +80,20 @@ func helperMain(mode string) int {
 		return helperLauncher(dir)
 	case "sleep":
 		return helperSleep(dir, rank)
+	case "lost", "hang":
+		if rank == "0" {
+			return helperSurvivor(dir, mode)
+		}
+		if mode == "hang" {
+			// Stops answering, as a rank in a stuck collective does; SIGTERM
+			// stays pending and only SIGKILL ends it.
+			if err := writeAtomic(filepath.Join(dir, "rank_"+rank+".pid"), strconv.Itoa(os.Getpid())); err != nil {
+				return 1
+			}
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			return helperSleepCode
+		}
+		return helperSleep(dir, rank)
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2
@@ -90,7 +104,7 @@ func helperMain(mode string) int {
 func helperSleep(dir, rank string) int {
 	term := make(chan os.Signal, 1)
 	switch os.Getenv(onTermEnv) {
-	case "save":
+	case "save", "save143":
 		signal.Notify(term, syscall.SIGTERM)
 	case "ignore":
 		signal.Ignore(syscall.SIGTERM)
@@ -122,10 +136,45 @@ func helperSleep(dir, rank string) int {
 		if err := writeAtomic(filepath.Join(dir, "rank_"+rank+".saved"), "saved"); err != nil {
 			return 1
 		}
+		if os.Getenv(onTermEnv) == "save143" {
+			return 128 + int(syscall.SIGTERM) // saved, and passes the signal on as gotrain train does
+		}
 		return 0
 	case <-time.After(helperLifespan):
 		return helperSleepCode
 	}
+}
+
+// helperSurvivor is rank 0 of a two-rank job whose rank 1 dies ("lost") or
+// stops answering ("hang"): it waits for that and fails the way gotrain
+// train's collectives do, naming rank 1.
+func helperSurvivor(dir, mode string) int {
+	if err := writeAtomic(filepath.Join(dir, "rank_0.pid"), strconv.Itoa(os.Getpid())); err != nil {
+		return 1
+	}
+	deadline := time.Now().Add(helperLifespan)
+	for time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		b, err := os.ReadFile(filepath.Join(dir, "rank_1.pid"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		pid, _ := strconv.Atoi(f[0])
+		switch {
+		case mode == "lost" && processGone(pid):
+			fmt.Fprintln(os.Stderr, "step 3: backward: comm: lost rank 1 during reduce-scatter: connection closed (the process probably died; see its log)")
+			fmt.Fprintln(os.Stderr, "gotrain: step 3: backward: comm: lost rank 1 during reduce-scatter: connection closed (the process probably died; see its log)")
+			return 1
+		case mode == "hang" && processState(pid) == 'T':
+			fmt.Fprintln(os.Stderr, "gotrain: step 3: comm: all-reduce timed out after 1s (timeout 1s) waiting for rank 1; a rank is stuck, slow or issued a different collective")
+			return 1
+		}
+	}
+	return helperSleepCode
 }
 
 // helperLauncher is a launcher process for the parent-death test: it runs
@@ -198,6 +247,20 @@ func waitPids(t *testing.T, dir string, names ...string) map[string][]int {
 		}
 	}
 	return out
+}
+
+// processState is the state letter of pid in /proc (R, S, T, Z...), or 0.
+func processState(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return 0
+	}
+	return s[i+2]
 }
 
 // processGone reports whether pid no longer runs: it does not exist, or is

@@ -2,12 +2,17 @@ package launch
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 )
+
+// MaxSlots bounds the slots of one hostfile line: more is a typo, and each
+// slot becomes a process.
+const MaxSlots = 4096
 
 // Node is one host and the device slots a job uses on it, in ascending order.
 // A hostfile line "worker-0 slots=4" is Node{Host: "worker-0", Slots: [0 1 2 3]}.
@@ -54,6 +59,9 @@ func ParseHostfile(name string, r io.Reader) ([]Node, error) {
 		if slots == 0 {
 			return nil, fmt.Errorf("hostfile %s line %d: host %s has slots=0; give it at least one slot or delete the line", name, line, host)
 		}
+		if slots > MaxSlots {
+			return nil, fmt.Errorf("hostfile %s line %d: host %s has slots=%d; a node runs at most %d ranks", name, line, host, slots, MaxSlots)
+		}
 		if first, dup := seen[host]; dup {
 			return nil, fmt.Errorf("hostfile %s line %d: host %s is already listed on line %d; keep one line per host with its total slots", name, line, host, first)
 		}
@@ -61,6 +69,9 @@ func ParseHostfile(name string, r io.Reader) ([]Node, error) {
 		nodes = append(nodes, Node{Host: host, Slots: slotRange(slots)})
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("hostfile %s: a line is longer than %d bytes; is it a hostfile?", name, bufio.MaxScanTokenSize)
+		}
 		return nil, fmt.Errorf("read hostfile %s: %w", name, err)
 	}
 	if len(nodes) == 0 {

@@ -50,6 +50,9 @@ func TestParseHostfileErrors(t *testing.T) {
 		{"trailing junk", "worker-0 slots=4 gpus=4\n", []string{"line 1", `unexpected "gpus=4"`}},
 		{"slots first", "slots=4 worker-0\n", []string{"line 1", "where a host name belongs"}},
 		{"zero slots", "a slots=2\nb slots=0\n", []string{"hostfile hosts line 2", "host b has slots=0", "at least one slot or delete the line"}},
+		// One process per slot: a typo must not allocate 10^11 of them.
+		{"absurd slots", "a slots=100000000000\n", []string{"hostfile hosts line 1", "host a has slots=100000000000", "at most 4096"}},
+		{"line too long", "a slots=1 #" + strings.Repeat("x", 1<<17) + "\n", []string{"hostfile hosts", "longer than"}},
 		{"empty", "", []string{"hostfile hosts has no host entries", "worker-0 slots=8"}},
 		{"only comments", "# nothing\n\n   # here\n", []string{"has no host entries"}},
 	}

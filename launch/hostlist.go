@@ -11,13 +11,16 @@ import (
 // gpu5. Ranges keep the zero padding of their lower bound, several bracket
 // groups in one name multiply out ("r[1-2]n[1-2]" is r1n1 r1n2 r2n1 r2n2),
 // and commas inside brackets do not separate names.
+//
+// A list of more than 131072 hosts is refused: it is a typo, and expanding
+// it could exhaust memory.
 func ExpandHostlist(list string) ([]string, error) {
 	var out []string
 	for _, item := range splitHostlist(list) {
 		if item == "" {
 			continue
 		}
-		names, err := expandHostItem(item)
+		names, err := expandHostItem(item, maxHostlist-len(out))
 		if err != nil {
 			return nil, fmt.Errorf("hostlist %q: %w", list, err)
 		}
@@ -50,7 +53,12 @@ func splitHostlist(list string) []string {
 	return append(items, strings.TrimSpace(list[start:]))
 }
 
-func expandHostItem(item string) ([]string, error) {
+// maxHostlist bounds the hosts of one expanded hostlist.
+const maxHostlist = 1 << 17
+
+// expandHostItem expands one name with bracket groups into at most limit
+// names.
+func expandHostItem(item string, limit int) ([]string, error) {
 	open := strings.IndexByte(item, '[')
 	if open < 0 {
 		if strings.IndexByte(item, ']') >= 0 {
@@ -71,9 +79,12 @@ func expandHostItem(item string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", item, err)
 	}
-	tails, err := expandHostItem(rest)
+	tails, err := expandHostItem(rest, limit)
 	if err != nil {
 		return nil, err
+	}
+	if len(values) > limit || len(values)*len(tails) > limit {
+		return nil, fmt.Errorf("%q expands to more than %d hosts", item, maxHostlist)
 	}
 	out := make([]string, 0, len(values)*len(tails))
 	for _, v := range values {
@@ -107,6 +118,9 @@ func expandRanges(body string) ([]string, error) {
 		// allocating millions of names.
 		if b-a >= 1<<16 {
 			return nil, fmt.Errorf("range %q has more than 65536 hosts", part)
+		}
+		if len(out)+b-a+1 > maxHostlist {
+			return nil, fmt.Errorf("ranges %q make more than %d hosts", body, maxHostlist)
 		}
 		width := len(lo)
 		for v := a; v <= b; v++ {

@@ -30,7 +30,9 @@ func TestExpandHostlist(t *testing.T) {
 			t.Errorf("%q: got %v, want %v", tc.in, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "n[1-3", "n1-3]", "n[]", "n[3-1]", "n[a-b]", "n[1-[2]]", "n[0-99999999]"} {
+	for _, bad := range []string{"", "n[1-3", "n1-3]", "n[]", "n[3-1]", "n[a-b]", "n[1-[2]]", "n[0-99999999]",
+		// Each range is allowed, but together they would be billions of names.
+		"a[0-65535]b[0-65535]", "a[0-65535,0-65535,0-65535]", "x[" + strings.Repeat("0-9999,", 20) + "1]"} {
 		if got, err := ExpandHostlist(bad); err == nil {
 			t.Errorf("%q: expanded to %v, want an error", bad, got)
 		} else if !strings.Contains(err.Error(), "hostlist") {

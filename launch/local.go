@@ -27,8 +27,8 @@ type NodeJob struct {
 	// LogDir, when set, receives rank_<r>.log for every rank but 0; without
 	// it those ranks' lines go to Stderr prefixed with "[rank r] ".
 	LogDir string
-	// Stdout and Stderr are the launcher's; rank 0 writes to them directly
-	// (an *os.File stays a terminal, so progress bars keep working).
+	// Stdout and Stderr are the launcher's; rank 0 writes to a terminal
+	// directly, so that it stays one, and to anything else through a pipe.
 	Stdout, Stderr io.Writer
 }
 
@@ -76,10 +76,18 @@ func RunNode(ctx context.Context, r Runner, j NodeJob, opts SuperviseOptions) er
 			Args:  j.Args,
 			Env:   MergeEnv(j.Env, RankEnv(p, node.Slots, j.MasterAddr, j.MasterPort, j.CUDAVisible)),
 			Dir:   j.Dir,
+			Ranks: []int{p.Rank},
 		}
 		switch {
 		case p.Rank == 0:
 			proc.Stdout, proc.Stderr = stdout, stderr
+			if !isTerminal(stdout) {
+				// Rank 0 writes straight to a terminal, which stays one; to
+				// anything else through a pipe this launcher drains, so that
+				// a closed destination (an ssh session that ended, `| head`)
+				// is the launcher's write error, not the rank's.
+				proc.Stdout = &dropWriter{w: stdout}
+			}
 		case j.LogDir != "":
 			path := filepath.Join(j.LogDir, fmt.Sprintf("rank_%d.log", p.Rank))
 			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)

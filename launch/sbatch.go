@@ -16,24 +16,24 @@ type SbatchSpec struct {
 	Time         string // --time, e.g. "48:00:00"; left out when empty
 	Partition    string // --partition; left out when empty
 	MasterPort   int    // DefaultMasterPort when 0
-	Binary       string // gotrain on the nodes; "gotrain" (found on PATH) when empty
+	Binary       string // gotrain's path on the nodes (slurm generate: its own absolute path)
 	TrainArgs    []string
 }
 
 // GenerateSbatch returns an sbatch script in the shape of the Slurm scripts
 // DeepSpeed users have: #SBATCH headers, NCCL settings to uncomment,
-// MASTER_ADDR from the first host of the allocation, MASTER_PORT, then
+// MASTER_ADDR from the first host of the allocation and MASTER_PORT (each
+// unless set when submitting), the job's secret and id (GOTRAIN_JOB_SECRET
+// and GOTRAIN_JOB_ID, drawn once from /dev/urandom unless set), then
 //
-//	srun --kill-on-bad-exit=1 gotrain train ARGS...
+//	srun --kill-on-bad-exit=1 BINARY train ARGS...
 //
 // with one task per GPU. No launcher runs inside srun: every task finds its
-// rank in srun's variables.
+// rank in srun's variables, and srun passes the batch script's exported
+// variables to every task.
 func GenerateSbatch(s SbatchSpec) (string, error) {
 	if s.JobName == "" {
 		s.JobName = "gotrain"
-	}
-	if s.Binary == "" {
-		s.Binary = "gotrain"
 	}
 	if s.MasterPort == 0 {
 		s.MasterPort = DefaultMasterPort
@@ -50,6 +50,8 @@ func GenerateSbatch(s SbatchSpec) (string, error) {
 		return "", fmt.Errorf("slurm script: no tasks per node; give --gpus-per-node N (one rank per GPU) or, for CPU nodes, --ntasks-per-node N")
 	case s.MasterPort < 1 || s.MasterPort > 65535:
 		return "", fmt.Errorf("slurm script: --master_port %d is not a TCP port (1-65535)", s.MasterPort)
+	case s.Binary == "":
+		return "", fmt.Errorf("slurm script: no gotrain binary; give --binary with its path on the nodes")
 	}
 	for _, f := range []struct{ name, v string }{
 		{"--job-name", s.JobName}, {"--mem-per-gpu", s.MemPerGPU}, {"--time", s.Time}, {"--partition", s.Partition},
@@ -94,10 +96,26 @@ set -eu
 # export NCCL_IB_DISABLE=1
 # export NCCL_SOCKET_IFNAME=^lo,docker0
 
-# Rank 0 runs on the first node of the allocation and serves the rendezvous.
-export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+# Rank 0 runs on the first node of the allocation and serves the rendezvous;
+# a MASTER_ADDR or MASTER_PORT set when submitting (sbatch --export) wins.
+if [ -z "${MASTER_ADDR:-}" ]; then
+  MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+fi
+export MASTER_ADDR
 `)
 	fmt.Fprintf(&b, "export MASTER_PORT=${MASTER_PORT:-%d}\n", s.MasterPort)
+	b.WriteString(`
+# The job's secret: every rank proves it with it before the rendezvous lets
+# it in. Drawn once here, so srun hands the same value to every task; it is
+# in the environment, which only you can read, never on a command line.
+if [ -z "${GOTRAIN_JOB_SECRET:-}" ]; then
+  GOTRAIN_JOB_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+fi
+if [ -z "${GOTRAIN_JOB_ID:-}" ]; then
+  GOTRAIN_JOB_ID=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+fi
+export GOTRAIN_JOB_SECRET GOTRAIN_JOB_ID
+`)
 	b.WriteString("\n# --kill-on-bad-exit=1: when one rank fails, Slurm stops all the others.\n")
 	cmd := append([]string{"srun", "--kill-on-bad-exit=1", s.Binary, "train"}, s.TrainArgs...)
 	b.WriteString(ShellJoin(cmd) + "\n")

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,7 @@ func sshTestJob() SSHJob {
 		RemoteBinary: "/opt/gotrain/bin/gotrain",
 		Dir:          "/shared/my run",
 		Env:          []string{"NCCL_DEBUG=INFO", "GOTRAIN_NOTE=it's"},
+		JobEnv:       []string{JobIDEnv + "=0123456789abcdef", JobSecretEnv + "=" + strings.Repeat("ab", 32)}, // sorted, as ReadStdinEnv returns them
 		Args:         []string{"train", "--config", "ds config.json"},
 		MasterAddr:   "worker-0",
 		MasterPort:   29500,
@@ -65,31 +67,40 @@ func TestBuildSSHCommands(t *testing.T) {
 		t.Fatalf("expected world info decodes to %v, %v", nodes, err)
 	}
 	want := []Command{
-		{"node 0 (worker-0)", []string{"ssh", "-o", "BatchMode=yes", "-p", "2222", "-o", "ConnectTimeout=10", "worker-0",
+		{Label: "node 0 (worker-0)", Argv: []string{"ssh", "-o", "BatchMode=yes", "-p", "2222", "-o", "ConnectTimeout=10", "worker-0",
 			`cd '/shared/my run' && export NCCL_DEBUG=INFO 'GOTRAIN_NOTE=it'\''s' && exec /opt/gotrain/bin/gotrain launch --launcher local --world_info ` + world +
-				` --node_rank 0 --master_addr worker-0 --master_port 29500 --grace-period 5s --log-dir logs --stdin-lifeline train --config 'ds config.json'`}},
-		{"node 1 (worker-1)", []string{"ssh", "-o", "BatchMode=yes", "-p", "2222", "-o", "ConnectTimeout=10", "worker-1",
+				` --node_rank 0 --master_addr worker-0 --master_port 29500 --grace-period 5s --log-dir logs --stdin-job-env --stdin-lifeline train --config 'ds config.json'`}},
+		{Label: "node 1 (worker-1)", Argv: []string{"ssh", "-o", "BatchMode=yes", "-p", "2222", "-o", "ConnectTimeout=10", "worker-1",
 			`cd '/shared/my run' && export NCCL_DEBUG=INFO 'GOTRAIN_NOTE=it'\''s' && exec /opt/gotrain/bin/gotrain launch --launcher local --world_info ` + world +
-				` --node_rank 1 --master_addr worker-0 --master_port 29500 --grace-period 5s --log-dir logs --stdin-lifeline train --config 'ds config.json'`}},
+				` --node_rank 1 --master_addr worker-0 --master_port 29500 --grace-period 5s --log-dir logs --stdin-job-env --stdin-lifeline train --config 'ds config.json'`}},
 	}
 	if len(cmds) != len(want) {
 		t.Fatalf("got %d commands", len(cmds))
 	}
+	wantRanks := [][]int{{0, 1}, {2, 3}}
 	for i := range want {
-		if !reflect.DeepEqual(cmds[i], want[i]) {
-			t.Errorf("command %d:\n got %q\nwant %q", i, cmds[i], want[i])
+		if cmds[i].Label != want[i].Label || !reflect.DeepEqual(cmds[i].Argv, want[i].Argv) {
+			t.Errorf("command %d:\n got %q\nwant %q", i, cmds[i].Argv, want[i].Argv)
+		}
+		if !reflect.DeepEqual(cmds[i].Ranks, wantRanks[i]) || !cmds[i].StopByStdin {
+			t.Errorf("command %d: ranks %v, stop by stdin %v; want %v, true", i, cmds[i].Ranks, cmds[i].StopByStdin, wantRanks[i])
+		}
+		env, err := ReadStdinEnv(bufio.NewReader(strings.NewReader(cmds[i].Stdin)))
+		if err != nil || !reflect.DeepEqual(env, j.JobEnv) {
+			t.Errorf("command %d: stdin carries %v, %v; want %v", i, env, err, j.JobEnv)
 		}
 	}
 
 	// Minimal job: no env, no log dir, default grace, no ssh options.
-	j2 := SSHJob{Nodes: []Node{{"h", []int{0}}}, RemoteBinary: "gotrain", Dir: "/w", Args: []string{"train"}, MasterAddr: "h", MasterPort: 1}
+	j2 := SSHJob{Nodes: []Node{{"h", []int{0}}}, RemoteBinary: "gotrain", Dir: "/w", Args: []string{"train"}, MasterAddr: "h", MasterPort: 1,
+		JobEnv: []string{JobSecretEnv + "=s"}}
 	cmds, err = BuildSSHCommands(j2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w2 := EncodeWorldInfo(j2.Nodes)
 	wantArgv := []string{"ssh", "-o", "BatchMode=yes", "h",
-		"cd /w && exec gotrain launch --launcher local --world_info " + w2 + " --node_rank 0 --master_addr h --master_port 1 --grace-period 10s --stdin-lifeline train"}
+		"cd /w && exec gotrain launch --launcher local --world_info " + w2 + " --node_rank 0 --master_addr h --master_port 1 --grace-period 10s --stdin-job-env --stdin-lifeline train"}
 	if !reflect.DeepEqual(cmds[0].Argv, wantArgv) {
 		t.Errorf("minimal:\n got %q\nwant %q", cmds[0].Argv, wantArgv)
 	}
@@ -124,7 +135,7 @@ func TestSSHRemoteScriptRuns(t *testing.T) {
 	got := readArgsReport(t, report)
 	wantArgs := []string{"launch", "--launcher", "local", "--world_info", EncodeWorldInfo(j.Nodes), "--node_rank", "1",
 		"--master_addr", "worker-0", "--master_port", "29500", "--grace-period", "5s", "--log-dir", "logs",
-		"--stdin-lifeline", "train", "--config", "ds config.json"}
+		"--stdin-job-env", "--stdin-lifeline", "train", "--config", "ds config.json"}
 	if !reflect.DeepEqual(got.Args, wantArgs) {
 		t.Errorf("args:\n got %q\nwant %q", got.Args, wantArgs)
 	}
@@ -147,6 +158,11 @@ func TestBuildSSHCommandsErrors(t *testing.T) {
 		"bad port":    func(j *SSHJob) { j.MasterPort = 0 },
 		"no binary":   func(j *SSHJob) { j.RemoteBinary = "" },
 		"port > 2^16": func(j *SSHJob) { j.MasterPort = 1 << 16 },
+		"secret on the command line": func(j *SSHJob) {
+			j.Env = append(j.Env, JobSecretEnv+"=x")
+		},
+		"no secret":     func(j *SSHJob) { j.JobEnv = nil },
+		"secret > pipe": func(j *SSHJob) { j.JobEnv = []string{JobSecretEnv + "=" + strings.Repeat("x", maxStdinEnv)} },
 	} {
 		j := sshTestJob()
 		mod(&j)
@@ -171,6 +187,7 @@ func TestWorldInfoRoundTrip(t *testing.T) {
 
 func TestForwardedEnv(t *testing.T) {
 	environ := []string{"PATH=/bin", "NCCL_DEBUG=INFO", "NCCL_SOCKET_IFNAME=^lo", "UCX_TLS=rc", "GOTRAIN_X=1",
+		JobSecretEnv + "=never on argv", JobIDEnv + "=nor this",
 		"OMP_NUM_THREADS=4", "OPENBLAS_CORETYPE=Haswell", "CUDA_VISIBLE_DEVICES=0,1", "HOME=/root", "OMPI_X=1", "BASH_FUNC_x%%=() {"}
 	got := ForwardedEnv(environ)
 	want := []string{"NCCL_DEBUG=INFO", "NCCL_SOCKET_IFNAME=^lo", "UCX_TLS=rc", "GOTRAIN_X=1", "OMP_NUM_THREADS=4", "OPENBLAS_CORETYPE=Haswell"}
@@ -241,7 +258,7 @@ func TestBuildSrunCommand(t *testing.T) {
 }
 
 func TestGenerateSbatch(t *testing.T) {
-	got, err := GenerateSbatch(SbatchSpec{JobName: "gpt2-zero3", Nodes: 4, GPUsPerNode: 8, CPUsPerTask: 8, MemPerGPU: "32G",
+	got, err := GenerateSbatch(SbatchSpec{JobName: "gpt2-zero3", Nodes: 4, GPUsPerNode: 8, CPUsPerTask: 8, MemPerGPU: "32G", Binary: "gotrain",
 		Time: "48:00:00", Partition: "gpu", TrainArgs: []string{"--config", "ds zero3.json", "--model", "gpt2"}})
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +273,7 @@ func TestGenerateSbatch(t *testing.T) {
 		"\n#SBATCH --mem-per-gpu=32G\n",
 		"\n#SBATCH --time=48:00:00\n",
 		"\n#SBATCH --partition=gpu\n",
-		"\nexport MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n",
+		"\n  MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n",
 		"\nexport MASTER_PORT=${MASTER_PORT:-29500}\n",
 		"\n# export NCCL_SOCKET_IFNAME=^lo,docker0\n",
 		"\nsrun --kill-on-bad-exit=1 gotrain train --config 'ds zero3.json' --model gpt2\n",
@@ -291,7 +308,8 @@ func TestGenerateSbatch(t *testing.T) {
 		"no tasks":      {Nodes: 1},
 		"bad job name":  {Nodes: 1, GPUsPerNode: 1, JobName: "a b"},
 		"injected time": {Nodes: 1, GPUsPerNode: 1, Time: "1:00\nrm -rf ~"},
-		"bad port":      {Nodes: 1, GPUsPerNode: 1, MasterPort: 70000},
+		"bad port":      {Nodes: 1, GPUsPerNode: 1, MasterPort: 70000, Binary: "g"},
+		"no binary":     {Nodes: 1, GPUsPerNode: 1},
 	} {
 		if _, err := GenerateSbatch(s); err == nil {
 			t.Errorf("%s: no error", name)

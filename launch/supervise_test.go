@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -292,9 +293,17 @@ func TestRunNodeEnv(t *testing.T) {
 		if strings.Join(p.Env, " ") != strings.Join(want, " ") {
 			t.Errorf("rank %d env\n got %v\nwant %v", rank, p.Env, want)
 		}
-		// Neither rank is rank 0, so both are prefixed onto stderr.
-		if _, ok := p.Stdout.(*LineWriter); !ok {
-			t.Errorf("rank %d stdout is %T, want a prefixing *LineWriter", rank, p.Stdout)
+		// Neither rank is rank 0, so both are prefixed onto stderr, through
+		// one writer that keeps the last lines for the supervisor.
+		tw, ok := p.Stdout.(*teeWriter)
+		if !ok || p.Stderr != p.Stdout {
+			t.Fatalf("rank %d stdout %T, stderr %T: want one *teeWriter", rank, p.Stdout, p.Stderr)
+		}
+		if _, ok := tw.dst.(*LineWriter); !ok {
+			t.Errorf("rank %d writes to %T, want a prefixing *LineWriter", rank, tw.dst)
+		}
+		if !reflect.DeepEqual(p.Ranks, []int{rank}) {
+			t.Errorf("rank %d: Proc.Ranks %v", rank, p.Ranks)
 		}
 	}
 	for _, bad := range []NodeJob{{Nodes: job.Nodes, NodeRank: 2, MasterAddr: "a", MasterPort: 1}, {Nodes: job.Nodes, MasterPort: 1}} {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,9 +35,12 @@ func launchCommand() *cli.Command {
 			"/dev/nvidiaN), or one CPU rank unless --nproc says more. A hostfile has `<host> slots=<n>` lines.\n" +
 			"--include/--exclude take NODE_SPEC[@NODE_SPEC...] with NODE_SPEC = NAME[:SLOT[,SLOT...]].\n\n" +
 			"Supervision: if any rank exits non-zero or is killed, every other rank gets SIGTERM (SIGKILL after\n" +
-			"--grace-period) and launch exits with that rank's status (128+signal when killed), naming the rank.\n" +
-			"Ctrl-C sends SIGTERM to all ranks so they can save; a second Ctrl-C kills them at once. Rank 0 prints\n" +
-			"to this terminal; the other ranks' lines go to stderr prefixed with [rank r], or to --log-dir files.\n\n" +
+			"--grace-period) and launch exits with the status of the rank that failed first (128+signal when\n" +
+			"killed), naming it: a rank killed by a signal, else the rank the others report lost or waited for.\n" +
+			"Ctrl-C or SIGTERM sends SIGTERM to all ranks so they can save (over ssh: the nodes' sessions are told\n" +
+			"through stdin); launch then exits 130 (SIGINT) or 143 (SIGTERM). A second Ctrl-C kills at once.\n" +
+			"Rank 0 prints to this terminal; the other ranks' lines go to stderr prefixed with [rank r], or to\n" +
+			"--log-dir files. Every rank gets GOTRAIN_JOB_SECRET and GOTRAIN_JOB_ID (random unless already set).\n\n" +
 			"No launcher is needed under srun, mpirun or torchrun: `gotrain train` reads its rank from their\n" +
 			"variables (SLURM_PROCID..., OMPI_COMM_WORLD_RANK..., PMI_RANK..., RANK...).\n\n" +
 			"Examples:\n" +
@@ -74,11 +80,12 @@ func launchCommand() *cli.Command {
 				DefaultText: "ssh's own",
 				Usage:       "ssh port of the nodes"},
 			&cli.StringFlag{Name: "launcher_args", Aliases: []string{"launcher-args"},
-				Usage: "extra options for ssh or srun, split at spaces, e.g. '--gpus-per-node=8'"},
+				Usage: "extra options for ssh or srun, split into words as a shell would (quotes, backslashes; no expansion), e.g. \"-i key -o 'ProxyJump=gw'\""},
 			// Set by the ssh launcher on each node; not for people.
 			&cli.StringFlag{Name: "world_info", Hidden: true, Usage: "the job's nodes and slots (base64 JSON); runs this node's ranks"},
 			&cli.IntFlag{Name: "node_rank", Hidden: true, Value: -1, Usage: "which node of --world_info this is"},
 			&cli.BoolFlag{Name: "stdin-lifeline", Hidden: true, Usage: "stop all ranks when stdin ends (the ssh connection closed)"},
+			&cli.BoolFlag{Name: "stdin-job-env", Hidden: true, Usage: "read the job's secret and id from the first line of stdin"},
 		},
 		Action: launchAction,
 	}
@@ -98,6 +105,10 @@ func launchAction(c *cli.Context) error {
 	grace := c.Duration("grace-period")
 	if grace <= 0 {
 		return fmt.Errorf("launch: --grace-period must be positive (got %v)", grace)
+	}
+	launcherArgs, err := launch.SplitShellWords(c.String("launcher_args"))
+	if err != nil {
+		return fmt.Errorf("launch: --launcher_args %w; quote it as in a shell, e.g. --launcher_args \"-o 'ProxyCommand=ssh -W %%h:%%p gw'\"", err)
 	}
 	port := c.Int("master_port")
 	if port < 0 || port > 65535 {
@@ -121,13 +132,25 @@ func launchAction(c *cli.Context) error {
 
 	ctx, force, stop := launchSignals(c.Context)
 	defer stop()
+	stdin := bufio.NewReader(os.Stdin)
+	var jobEnv []string
+	if c.Bool("stdin-job-env") {
+		// Sent by the ssh launcher before anything else on stdin, so that
+		// the secret is on no command line.
+		if jobEnv, err = launch.ReadStdinEnv(stdin); err != nil {
+			return fmt.Errorf("launch: %w", err)
+		}
+	}
 	if c.Bool("stdin-lifeline") {
-		ctx = launchLifeline(ctx, os.Stdin)
+		ctx = launchLifeline(ctx, stdin)
 	}
 	opts := launch.SuperviseOptions{GracePeriod: grace, Force: force}
 
 	if wi := c.String("world_info"); wi != "" {
-		return launchNode(ctx, c, wi, exe, cwd, port, args, opts)
+		if jobEnv == nil {
+			jobEnv = launch.JobEnv(os.Environ())
+		}
+		return launchNode(ctx, c, wi, exe, cwd, port, args, jobEnv, opts)
 	}
 
 	mode := strings.ToLower(c.String("launcher"))
@@ -137,7 +160,7 @@ func launchAction(c *cli.Context) error {
 		return fmt.Errorf("launch: --launcher %q: choose local, ssh or slurm", c.String("launcher"))
 	}
 	if mode == "slurm" {
-		return launchSlurm(ctx, c, exe, port, args, opts)
+		return launchSlurm(ctx, c, exe, port, args, launcherArgs, opts)
 	}
 
 	sel := launch.Selection{Include: c.String("include"), Exclude: c.String("exclude"),
@@ -176,8 +199,11 @@ func launchAction(c *cli.Context) error {
 		if addr == "" {
 			addr = "127.0.0.1"
 		}
+		if err := launch.CheckMasterAddr(ctx, net.DefaultResolver, addr); err != nil {
+			return fmt.Errorf("launch: %w", err)
+		}
 		job := launch.NodeJob{
-			Nodes: nodes, Binary: exe, Args: args, Env: os.Environ(),
+			Nodes: nodes, Binary: exe, Args: args, Env: launch.MergeEnv(os.Environ(), launch.JobEnv(os.Environ())),
 			MasterAddr: addr, MasterPort: port, CUDAVisible: pool.CUDAVisible(nodes[0]),
 			LogDir: c.String("log-dir"), Stdout: c.App.Writer, Stderr: errw,
 		}
@@ -189,8 +215,12 @@ func launchAction(c *cli.Context) error {
 	// ssh
 	addr := c.String("master_addr")
 	if addr == "" {
-		addr = nodes[0].Host
+		// ssh takes a user from "root@worker-0"; the ranks need the host.
+		addr = launch.HostOf(nodes[0].Host)
 		fmt.Fprintf(errw, "gotrain launch: MASTER_ADDR is the first host, %s; give --master_addr if the nodes reach it by another name\n", addr)
+	}
+	if err := launch.CheckMasterAddr(ctx, net.DefaultResolver, addr); err != nil {
+		return fmt.Errorf("launch: %w", err)
 	}
 	home, _ := os.UserHomeDir()
 	fileEnv, err := launch.ReadEnvFiles(launch.EnvFilePaths(home, cwd))
@@ -201,11 +231,13 @@ func launchAction(c *cli.Context) error {
 	if remote == "" {
 		remote = exe
 	}
+	exported := launch.MergeEnv(launch.ForwardedEnv(os.Environ()), fileEnv)
 	cmds, err := launch.BuildSSHCommands(launch.SSHJob{
 		Nodes: nodes, RemoteBinary: remote, Dir: cwd,
-		Env:  launch.MergeEnv(launch.ForwardedEnv(os.Environ()), fileEnv),
+		// A secret in an env file is the user's, as one exported here is.
+		Env: launch.WithoutJobEnv(exported), JobEnv: launch.JobEnv(launch.MergeEnv(os.Environ(), fileEnv)),
 		Args: args, MasterAddr: addr, MasterPort: port, GracePeriod: grace,
-		LogDir: c.String("log-dir"), SSHPort: c.Int("ssh_port"), SSHArgs: strings.Fields(c.String("launcher_args")),
+		LogDir: c.String("log-dir"), SSHPort: c.Int("ssh_port"), SSHArgs: launcherArgs,
 	})
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
@@ -215,11 +247,19 @@ func launchAction(c *cli.Context) error {
 		world += len(n.Slots)
 	}
 	fmt.Fprintf(errw, "gotrain launch: %d ranks on %d nodes over ssh (%s), master %s:%d\n", world, len(nodes), launchHostList(nodes), addr, port)
+	// The node launchers get the grace period to stop their ranks after
+	// their stdin closes; ssh itself is ended only after that, so that
+	// their last messages and exit statuses still arrive.
+	opts.GracePeriod = grace + launchSSHMargin
 	return launch.RunCommands(ctx, launch.ExecRunner{}, cmds, os.Environ(), c.App.Writer, errw, opts)
 }
 
+// launchSSHMargin is how much longer than the node launchers' grace period
+// the ssh launcher waits before it ends the ssh clients of a stopping job.
+const launchSSHMargin = 5 * time.Second
+
 // launchNode runs this node's share of a job started by an ssh launcher.
-func launchNode(ctx context.Context, c *cli.Context, worldInfo, exe, cwd string, port int, args []string, opts launch.SuperviseOptions) error {
+func launchNode(ctx context.Context, c *cli.Context, worldInfo, exe, cwd string, port int, args, jobEnv []string, opts launch.SuperviseOptions) error {
 	nodes, err := launch.DecodeWorldInfo(worldInfo)
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
@@ -228,8 +268,12 @@ func launchNode(ctx context.Context, c *cli.Context, worldInfo, exe, cwd string,
 	if addr == "" {
 		return fmt.Errorf("launch: --world_info needs --master_addr")
 	}
+	// The ranks resolve MASTER_ADDR here, not where the job was launched.
+	if err := launch.CheckMasterAddr(ctx, net.DefaultResolver, addr); err != nil {
+		return fmt.Errorf("launch: node %d: %w", c.Int("node_rank"), err)
+	}
 	job := launch.NodeJob{
-		Nodes: nodes, NodeRank: c.Int("node_rank"), Binary: exe, Args: args, Dir: cwd, Env: os.Environ(),
+		Nodes: nodes, NodeRank: c.Int("node_rank"), Binary: exe, Args: args, Dir: cwd, Env: launch.MergeEnv(os.Environ(), jobEnv),
 		MasterAddr: addr, MasterPort: port, LogDir: c.String("log-dir"), Stdout: c.App.Writer, Stderr: c.App.ErrWriter,
 	}
 	return launch.RunNode(ctx, launch.ExecRunner{}, job, opts)
@@ -237,7 +281,7 @@ func launchNode(ctx context.Context, c *cli.Context, worldInfo, exe, cwd string,
 
 // launchSlurm runs the job as one srun step; the ranks read their identity
 // from srun's variables.
-func launchSlurm(ctx context.Context, c *cli.Context, exe string, port int, args []string, opts launch.SuperviseOptions) error {
+func launchSlurm(ctx context.Context, c *cli.Context, exe string, port int, args, launcherArgs []string, opts launch.SuperviseOptions) error {
 	if c.String("hostfile") != "" {
 		return fmt.Errorf("launch: --hostfile does not apply to --launcher slurm (Slurm allocates the nodes); use --include/--exclude host names or --num_nodes")
 	}
@@ -258,13 +302,20 @@ func launchSlurm(ctx context.Context, c *cli.Context, exe string, port int, args
 	}
 	argv, err := launch.BuildSrunCommand(launch.SrunJob{
 		NumNodes: nnodes, TasksPerNode: nproc, Include: c.String("include"), Exclude: c.String("exclude"),
-		Binary: binary, Args: args, ExtraArgs: strings.Fields(c.String("launcher_args")),
+		Binary: binary, Args: args, ExtraArgs: launcherArgs,
 	})
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
-	over := []string{"MASTER_PORT=" + strconv.Itoa(port)}
+	// srun passes its environment on to every task: the job's secret
+	// travels there, not on srun's command line.
+	over := append([]string{"MASTER_PORT=" + strconv.Itoa(port)}, launch.JobEnv(os.Environ())...)
 	if a := c.String("master_addr"); a != "" {
+		// The first node of the allocation may be one this machine cannot
+		// name, so only an address given here is checked.
+		if err := launch.CheckMasterAddr(ctx, net.DefaultResolver, a); err != nil {
+			return fmt.Errorf("launch: %w", err)
+		}
 		over = append(over, "MASTER_ADDR="+a)
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gotrain launch: %s\n", launch.ShellJoin(argv))
@@ -314,7 +365,8 @@ func launchSignals(parent context.Context) (context.Context, <-chan struct{}, fu
 				switch {
 				case first.IsZero():
 					first = time.Now()
-					cancel(fmt.Errorf("%v signal received", s))
+					sig, _ := s.(syscall.Signal)
+					cancel(launch.SignalCause{Signal: sig})
 				case time.Since(first) > time.Second:
 					close(force)
 					return
@@ -332,7 +384,8 @@ func launchSignals(parent context.Context) (context.Context, <-chan struct{}, fu
 }
 
 // launchLifeline ends ctx when r (stdin) reaches its end: on a node started
-// over ssh, that is the connection to the launcher closing.
+// over ssh, that is the launcher stopping the job, or the connection to it
+// closing.
 func launchLifeline(parent context.Context, r io.Reader) context.Context {
 	ctx, cancel := context.WithCancelCause(parent)
 	go func() {
@@ -387,8 +440,10 @@ func launchSlurmGenerateCommand() *cli.Command {
 		Usage:     "write an sbatch script that trains with one rank per GPU on K nodes",
 		ArgsUsage: "-- [gotrain train flags]",
 		Description: "The script has the #SBATCH headers, NCCL settings to uncomment, MASTER_ADDR from the first host of\n" +
-			"the allocation (scontrol show hostnames), MASTER_PORT, and `srun --kill-on-bad-exit=1 gotrain train ...`.\n" +
-			"Inside srun every task finds its rank in SLURM_* variables, so no launcher runs in the job.\n\n" +
+			"the allocation (scontrol show hostnames) and MASTER_PORT, each unless set at submission, the job's\n" +
+			"GOTRAIN_JOB_SECRET and GOTRAIN_JOB_ID (drawn once from /dev/urandom unless set), and\n" +
+			"`srun --kill-on-bad-exit=1 <this gotrain's absolute path> train ...`. Inside srun every task finds its\n" +
+			"rank in SLURM_* variables, so no launcher runs in the job.\n\n" +
 			"Example:\n" +
 			"  gotrain slurm generate --nodes 2 --gpus-per-node 8 --time 48:00:00 --partition gpu \\\n" +
 			"    --output train.sbatch -- --config ds_zero3.json --model gpt2 --data 'data/train_*.bin'\n" +
@@ -403,7 +458,7 @@ func launchSlurmGenerateCommand() *cli.Command {
 			&cli.IntFlag{Name: "cpus-per-task", Aliases: []string{"cpus_per_task"}, DefaultText: "Slurm's", Usage: "CPU cores per rank (#SBATCH --cpus-per-task)"},
 			&cli.StringFlag{Name: "mem-per-gpu", Aliases: []string{"mem_per_gpu"}, Usage: "host memory per GPU, e.g. 32G (#SBATCH --mem-per-gpu)"},
 			&cli.IntFlag{Name: "master-port", Aliases: []string{"master_port"}, Value: launch.DefaultMasterPort, Usage: "rendezvous port (MASTER_PORT, unless set when submitting)"},
-			&cli.StringFlag{Name: "binary", Value: "gotrain", Usage: "gotrain's path on the nodes; the default is found on PATH"},
+			&cli.StringFlag{Name: "binary", DefaultText: "this gotrain's absolute path", Usage: "gotrain's path on the nodes"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "-", Usage: "script file to write; - for stdout"},
 			&cli.BoolFlag{Name: "force", Usage: "overwrite --output if it exists"},
 		},
@@ -413,11 +468,23 @@ func launchSlurmGenerateCommand() *cli.Command {
 			if len(args) > 0 && args[0] == "train" {
 				args = args[1:]
 			}
+			binary := c.String("binary")
+			if binary == "" {
+				// As launch does: the nodes usually share this file system,
+				// and a batch job's PATH need not include gotrain.
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("slurm generate: find gotrain's own path (give --binary): %w", err)
+				}
+				if binary, err = filepath.Abs(exe); err != nil {
+					return fmt.Errorf("slurm generate: %w", err)
+				}
+			}
 			script, err := launch.GenerateSbatch(launch.SbatchSpec{
 				JobName: c.String("job-name"), Nodes: c.Int("nodes"), GPUsPerNode: c.Int("gpus-per-node"),
 				TasksPerNode: c.Int("ntasks-per-node"), CPUsPerTask: c.Int("cpus-per-task"), MemPerGPU: c.String("mem-per-gpu"),
 				Time: c.String("time"), Partition: c.String("partition"), MasterPort: c.Int("master-port"),
-				Binary: c.String("binary"), TrainArgs: args,
+				Binary: binary, TrainArgs: args,
 			})
 			if err != nil {
 				return err

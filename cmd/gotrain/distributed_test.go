@@ -21,9 +21,15 @@ import (
 
 // TestMain lets the test binary stand in for gotrain: `gotrain launch`
 // re-executes its own binary for every rank, and with GOTRAIN_TEST_AS_MAIN
-// set that binary runs the real main instead of the tests.
+// set that binary runs the real main instead of the tests. With
+// GOTRAIN_TEST_RANK_HELPER also set, a process that has a RANK (one that a
+// launcher started) runs rankHelper instead of main, so launcher tests need
+// no training.
 func TestMain(m *testing.M) {
 	if os.Getenv("GOTRAIN_TEST_AS_MAIN") == "1" {
+		if mode := os.Getenv(rankHelperEnv); mode != "" && os.Getenv("RANK") != "" {
+			os.Exit(rankHelper(mode))
+		}
 		main()
 		os.Exit(0)
 	}
@@ -131,12 +137,20 @@ func TestLaunchedRanksMatchOneProcess(t *testing.T) {
 }
 
 // TestKilledRankStopsTheJob: kill -9 of one rank mid-training makes the
-// launcher and the surviving rank exit non-zero within 30 s, naming the lost
-// rank, and leaves no process behind.
+// launcher and the surviving rank exit within 30 s, and leaves no process
+// behind. The survivor fails too ("lost rank 1"), often before the
+// launcher sees the killed rank's exit; the launcher must still name rank 1
+// in its verdict and exit 137, every time.
 func TestKilledRankStopsTheJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	for trial := range 3 {
+		killRankOneMidTraining(t, trial)
+	}
+}
+
+func killRankOneMidTraining(t *testing.T, trial int) {
 	dir, modelCfg, shard := distFixture(t)
 	out := filepath.Join(dir, "run")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -170,21 +184,75 @@ func TestKilledRankStopsTheJob(t *testing.T) {
 	if err := syscall.Kill(ranks[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	err := cmd.Wait()
+	_ = cmd.Wait()
 	took := time.Since(killed)
-	if err == nil {
-		t.Fatalf("launcher exited 0 after rank 1 was killed:\n%s", output.String())
+	if code := cmd.ProcessState.ExitCode(); code != 137 {
+		t.Errorf("trial %d: launcher exited %d after rank 1 was killed, want 137:\n%s", trial, code, output.String())
 	}
 	if took > 30*time.Second {
-		t.Errorf("launcher took %v to stop", took)
+		t.Errorf("trial %d: launcher took %v to stop", trial, took)
 	}
-	if !strings.Contains(output.String(), "rank 1") {
-		t.Errorf("launcher output does not name rank 1:\n%s", output.String())
+	// The verdict is the launcher's last line, as main prints the error.
+	verdict := lastLines(output.String(), 1)
+	if want := fmt.Sprintf("gotrain: rank 1 (pid %d) was killed by signal KILL", ranks[1]); !strings.HasPrefix(verdict, want) {
+		t.Errorf("trial %d: verdict %q, want it to start with %q; launcher said:\n%s", trial, verdict, want, output.String())
 	}
 	if syscall.Kill(ranks[0], 0) == nil {
-		t.Errorf("rank 0 (pid %d) is still running", ranks[0])
+		t.Errorf("trial %d: rank 0 (pid %d) is still running", trial, ranks[0])
 	}
-	t.Logf("stopped %v after the kill; launcher said:\n%s", took.Round(time.Millisecond), lastLines(output.String(), 4))
+	t.Logf("trial %d: stopped %v after the kill; launcher said:\n%s", trial, took.Round(time.Millisecond), lastLines(output.String(), 4))
+}
+
+// TestHungRankIsNamed: rank 1 stops answering mid-training (SIGSTOP: it
+// neither computes nor dies, and SIGTERM stays pending); rank 0 times out
+// waiting for it. The launcher must name rank 1, the rank the others
+// waited for, not rank 0, whose exit it sees first.
+func TestHungRankIsNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	dir, modelCfg, shard := distFixture(t)
+	out := filepath.Join(dir, "run")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := gotrainCmd(ctx, "launch", "--nproc", "2", "--master_port", "0", "--grace-period", "1s",
+		"train", "--config", stageConfig(t, dir, 2, 2), "--model", modelCfg, "--data", shard, "--seq-len", "16",
+		"--max-steps", "100000", "--output-dir", out, "--peak-flops", "1e9", "--threads", "1", "--comm-timeout", "2s",
+		"--metrics-addr", "off")
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, _ := os.ReadFile(filepath.Join(out, "metrics.jsonl")); bytes.Count(b, []byte("\n")) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("training did not start:\n%s", output.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ranks := childRanks(t, cmd.Process.Pid)
+	if len(ranks) != 2 {
+		cmd.Process.Kill()
+		t.Fatalf("found rank processes %v, want 2", ranks)
+	}
+	if err := syscall.Kill(ranks[1], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	verdict := lastLines(output.String(), 1)
+	if want := fmt.Sprintf("gotrain: rank 1 (pid %d) was killed by signal KILL (sent by gotrain launch", ranks[1]); !strings.HasPrefix(verdict, want) ||
+		!strings.Contains(verdict, "rank 0 reported: ") {
+		t.Errorf("verdict %q, want it to start with %q and give rank 0's report; launcher said:\n%s", verdict, want, output.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("launcher exited %d, want 1 (rank 0's failure, which started the stop)", code)
+	}
+	t.Logf("launcher said:\n%s", lastLines(output.String(), 3))
 }
 
 // childRanks returns the pids of launcherPid's children indexed by their

@@ -17,6 +17,10 @@ import (
 )
 
 func main() {
+	// A closed output pipe (an ssh session that ended, `| head`) must be a
+	// write error, not the end of the process: a node launcher killed by
+	// SIGPIPE would take its ranks down before they save.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, normalizeArgs(os.Args))
 	stop()
