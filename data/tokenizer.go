@@ -111,7 +111,7 @@ func ReadTokenizerInfo(dir string) (TokenizerInfo, error) {
 	path := filepath.Join(dir, TokenizerInfoFile)
 	b, err := readRegular("tokenizer info", path, maxTokenizerInfoBytes)
 	if err != nil {
-		return TokenizerInfo{}, fmt.Errorf("read %w", err)
+		return TokenizerInfo{}, err
 	}
 	return ParseTokenizerInfo(path, b)
 }

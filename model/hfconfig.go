@@ -34,7 +34,7 @@ const maxHFConfigBytes = 16 << 20
 func LoadHFConfig(path string) (Config, error) {
 	raw, err := readRegular("model config", path, maxHFConfigBytes)
 	if err != nil {
-		return Config{}, fmt.Errorf("read %w", err)
+		return Config{}, err
 	}
 	return ParseHFConfig(path, raw)
 }

@@ -46,7 +46,7 @@ func llmcOrder(lay *Layout) []Tensor {
 func LoadLLMC(path string) (Config, []float32, error) {
 	f, st, err := openRegular("llm.c model", path)
 	if err != nil {
-		return Config{}, nil, fmt.Errorf("load %w", err)
+		return Config{}, nil, err
 	}
 	defer f.Close()
 	return readLLMC(path, f, st.Size())

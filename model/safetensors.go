@@ -210,7 +210,7 @@ type SafetensorsFile struct {
 func OpenSafetensors(path string) (*SafetensorsFile, error) {
 	f, st, err := openRegular("safetensors", path)
 	if err != nil {
-		return nil, fmt.Errorf("open %w", err)
+		return nil, err
 	}
 	s, err := parseSafetensors(f, st.Size())
 	if err != nil {
