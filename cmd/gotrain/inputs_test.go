@@ -256,7 +256,8 @@ func TestTrainBadTokenizerInfoFailsAtStartup(t *testing.T) {
 }
 
 // `gotrain sample` fell back to --tokenizer when the tokenizer.json beside
-// the weights was broken, decoding with a tokenizer the model never saw.
+// the weights did not parse, silently decoding with a tokenizer the model
+// may never have seen.
 func TestSampleBrokenTokenizerInfoIsAnError(t *testing.T) {
 	dir := t.TempDir()
 	cfg := model.Config{MaxT: 16, V: 257, Vp: model.PadVocab(257), L: 1, NH: 2, C: 16}
@@ -268,9 +269,9 @@ func TestSampleBrokenTokenizerInfoIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, data.TokenizerInfoFile)
-	os.WriteFile(path, []byte(`{"tokenizer":"byte","eot":256,"vocab_size":-5}`), 0o644)
+	os.WriteFile(path, []byte(`{"tokenizer":"byte",`), 0o644)
 	_, _, err := run(t, "sample", "--from", weights, "--tokenizer", "byte", "--max-new-tokens", "2")
-	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "vocab_size") {
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not valid JSON") {
 		t.Fatalf("sample with a broken tokenizer.json: %v", err)
 	}
 }
