@@ -305,7 +305,7 @@ func openAndCheckShard(path string, vocab int64) (ShardHeader, error) {
 	if err != nil {
 		return ShardHeader{}, err
 	}
-	if _, err := checkShardVocab(path, f, h, vocab); err != nil {
+	if err := checkShardVocab(path, f, h, vocab); err != nil {
 		return ShardHeader{}, err
 	}
 	return h, nil

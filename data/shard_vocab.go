@@ -17,11 +17,10 @@ const scanChunkBytes = 1 << 20
 // The header's max-token record answers without reading the tokens; shards
 // without one (llm.c's), or whose record is not below vocab, are scanned,
 // and the scan finds the first offending token. uint16 shards need no check
-// at all when the vocabulary has more than 65,535 ids. scanned reports
-// whether the tokens were read.
-func checkShardVocab(path string, r io.ReaderAt, h ShardHeader, vocab int64) (scanned bool, err error) {
+// at all when the vocabulary has more than 65,535 ids.
+func checkShardVocab(path string, r io.ReaderAt, h ShardHeader, vocab int64) error {
 	if vocab > h.Format.MaxToken() || (h.HasMaxToken && h.MaxToken < vocab) {
-		return false, nil
+		return nil
 	}
 	w := int64(h.Format.TokenBytes())
 	buf := make([]byte, min(scanChunkBytes, h.NumTokens*w))
@@ -30,16 +29,16 @@ func checkShardVocab(path string, r io.ReaderAt, h ShardHeader, vocab int64) (sc
 		b := buf[:n*w]
 		if _, err := r.ReadAt(b, ShardHeaderBytes+done*w); err != nil {
 			if errors.Is(err, io.EOF) {
-				return true, shardErr(path, "truncated while its tokens were checked: the file shrank after its header was read")
+				return shardErr(path, "truncated while its tokens were checked: the file shrank after its header was read")
 			}
-			return true, fmt.Errorf("token shard %s: check tokens: %w", path, err)
+			return fmt.Errorf("token shard %s: check tokens: %w", path, err)
 		}
 		if i, id := firstOutside(b, w, vocab); i >= 0 {
-			return true, vocabError(path, done+i, w, id, vocab, "")
+			return vocabError(path, done+i, w, id, vocab, "")
 		}
 		done += n
 	}
-	return true, nil
+	return nil
 }
 
 // firstOutside returns the index and value of the first little-endian token
