@@ -2,8 +2,11 @@ package config
 
 import (
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"sort"
+	"syscall"
 )
 
 // Options controls how a config file is read.
@@ -15,13 +18,59 @@ type Options struct {
 	Overrides Overrides
 }
 
-// Load reads and checks the DeepSpeed config at path; see Parse.
+// maxConfigBytes bounds a DeepSpeed config file: real ones are a few KB.
+const maxConfigBytes = 16 << 20
+
+// Load reads and checks the DeepSpeed config at path; see Parse. Only a
+// regular file is read: a named pipe would block the open until a writer
+// appears and a device such as /dev/zero never ends, so each is refused by
+// name, and the open itself never blocks.
 func Load(path string, opts Options) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readConfigFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read DeepSpeed config %s: %w", path, err)
 	}
 	return Parse(path, data, opts)
+}
+
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("it is %s, not a regular file: give a file on disk", describeMode(st.Mode()))
+	}
+	if st.Size() > maxConfigBytes {
+		return nil, fmt.Errorf("it is %d bytes, more than the %d a config can be; is it the right file?", st.Size(), maxConfigBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err == nil && len(data) > maxConfigBytes {
+		err = fmt.Errorf("it grew past %d bytes while being read", maxConfigBytes)
+	}
+	return data, err
+}
+
+// describeMode names what a non-regular file is.
+func describeMode(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "a special file"
 }
 
 // Parse checks a DeepSpeed config held in memory; file names it in messages. It maps deprecated keys, fills

@@ -22,7 +22,7 @@ func loaderBench(b *testing.B, B, T, N int) {
 	if err := WriteShard(path, ShardGPT2, toks); err != nil {
 		b.Fatal(err)
 	}
-	l, err := NewLoader(LoaderOptions{Shards: []string{path}, B: B, T: T, Rank: 0, WorldSize: N})
+	l, err := NewLoader(LoaderOptions{Shards: []string{path}, B: B, T: T, Rank: 0, WorldSize: N, Vocab: 50257})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -150,6 +150,9 @@ func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
 			}
 			continue
 		}
+		if !st.Mode().IsRegular() {
+			return set, notRegularError("input", in, st.Mode())
+		}
 		if _, ok := kindOf(in); !ok {
 			return set, fmt.Errorf("input %s: unsupported extension %q: want %s (.jsonl is one document per line, the others one document per file)",
 				in, filepath.Ext(in), what)

@@ -23,6 +23,11 @@ type LoaderOptions struct {
 	// computes the same permutations, so ranks stay disjoint.
 	Shuffle bool
 	Seed    uint64
+	// Vocab is the model's vocabulary size V: every token id of every shard
+	// must be below it. NewLoader checks all of them before it returns (see
+	// checkShardVocab), so a shard made with another tokenizer fails before
+	// the first step rather than at the batch that holds the bad id.
+	Vocab int
 }
 
 // LoaderState is the position of the next micro-batch, for checkpoints.
@@ -50,6 +55,7 @@ type loaderShard struct {
 // memory stays small whatever the shard size. Not safe for concurrent use.
 type Loader struct {
 	bt, rank, world int64
+	vocab           int64
 	shuffle         bool
 	seed            uint64
 	shards          []loaderShard
@@ -64,14 +70,17 @@ type Loader struct {
 	buf        []byte
 }
 
-// NewLoader validates every shard header and builds a loader positioned at
-// the first batch of epoch 0.
+// NewLoader validates every shard (header, size, and every token id against
+// opts.Vocab) and builds a loader positioned at the first batch of epoch 0.
 func NewLoader(opts LoaderOptions) (*Loader, error) {
 	if opts.B < 1 || opts.T < 1 {
 		return nil, fmt.Errorf("data loader: B and T must be ≥ 1, got B=%d T=%d", opts.B, opts.T)
 	}
 	if opts.WorldSize < 1 || opts.Rank < 0 || opts.Rank >= opts.WorldSize {
 		return nil, fmt.Errorf("data loader: rank %d of world size %d is out of range", opts.Rank, opts.WorldSize)
+	}
+	if opts.Vocab < 1 || int64(opts.Vocab) > math.MaxInt32 {
+		return nil, fmt.Errorf("data loader: vocabulary size %d is out of range [1, %d]; pass the model's vocab_size", opts.Vocab, math.MaxInt32)
 	}
 	bt := int64(opts.B) * int64(opts.T)
 	if bt > math.MaxInt32 || bt*int64(opts.WorldSize) > math.MaxInt32 {
@@ -82,7 +91,7 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 		return nil, fmt.Errorf("data loader: %w", err)
 	}
 	l := &Loader{
-		bt: bt, rank: int64(opts.Rank), world: int64(opts.WorldSize),
+		bt: bt, rank: int64(opts.Rank), world: int64(opts.WorldSize), vocab: int64(opts.Vocab),
 		shuffle: opts.Shuffle, seed: opts.Seed,
 		fileIdx:  -1,
 		groupFor: [2]int64{-1, -1},
@@ -90,7 +99,7 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	need := l.GroupTokens() + 1
 	var largest loaderShard
 	for _, p := range paths {
-		h, err := ReadShardHeader(p)
+		h, err := openAndCheckShard(p, l.vocab)
 		if err != nil {
 			return nil, fmt.Errorf("data loader: %w", err)
 		}
@@ -182,9 +191,9 @@ func (l *Loader) read(si int, g int64, inputs, targets []int32) error {
 			l.file = nil
 			l.fileIdx = -1
 		}
-		f, err := os.Open(s.path)
+		f, _, err := openShard(s.path)
 		if err != nil {
-			return fmt.Errorf("data loader: open token shard: %w", err)
+			return fmt.Errorf("data loader: %w", err)
 		}
 		l.file, l.fileIdx = f, si
 	}
@@ -194,6 +203,12 @@ func (l *Loader) read(si int, g int64, inputs, targets []int32) error {
 	if _, err := l.file.ReadAt(buf, ShardHeaderBytes+pos*w); err != nil {
 		return fmt.Errorf("data loader: token shard %s: read %d tokens at token %d: %w", s.path, l.bt+1, pos, err)
 	}
+	// Every id was checked when the loader was built; one out of range now
+	// means the file changed since, or its header's max-token record lied.
+	if i, id := firstOutside(buf, w, l.vocab); i >= 0 {
+		return fmt.Errorf("data loader: %w", vocabError(s.path, pos+i, w, id, l.vocab,
+			" (the file changed after the loader checked it, or its header misstates its largest id)"))
+	}
 	if w == 2 {
 		prev := int32(binary.LittleEndian.Uint16(buf))
 		for i := range inputs {
@@ -202,11 +217,6 @@ func (l *Loader) read(si int, g int64, inputs, targets []int32) error {
 			prev = next
 		}
 		return nil
-	}
-	for i := int64(0); i <= l.bt; i++ {
-		if v := binary.LittleEndian.Uint32(buf[4*i:]); v > math.MaxInt32 {
-			return fmt.Errorf("data loader: token shard %s: token %d at index %d does not fit int32", s.path, v, pos+i)
-		}
 	}
 	prev := int32(binary.LittleEndian.Uint32(buf))
 	for i := range inputs {
@@ -281,4 +291,22 @@ func (l *Loader) Close() error {
 	err := l.file.Close()
 	l.file, l.fileIdx = nil, -1
 	return err
+}
+
+// openAndCheckShard reads a shard's header and checks its token ids against
+// vocab, on one open file.
+func openAndCheckShard(path string, vocab int64) (ShardHeader, error) {
+	f, st, err := openShard(path)
+	if err != nil {
+		return ShardHeader{}, err
+	}
+	defer f.Close()
+	h, err := readShardHeaderFile(path, f, st)
+	if err != nil {
+		return ShardHeader{}, err
+	}
+	if err := checkShardVocab(path, f, h, vocab); err != nil {
+		return ShardHeader{}, err
+	}
+	return h, nil
 }

@@ -58,7 +58,7 @@ func TestLoaderOrderMatchesLLMC(t *testing.T) {
 				B, T := bt[0], bt[1]
 				for rank := range nproc {
 					t.Run(fmt.Sprintf("K%d_N%d_B%dT%d_r%d", K, nproc, B, T, rank), func(t *testing.T) {
-						l, err := NewLoader(LoaderOptions{Shards: []string{path}, B: B, T: T, Rank: rank, WorldSize: nproc})
+						l, err := NewLoader(LoaderOptions{Shards: []string{path}, B: B, T: T, Rank: rank, WorldSize: nproc, Vocab: 50257})
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -92,7 +92,7 @@ func TestLoaderRanksDisjoint(t *testing.T) {
 	const B, T, N = 2, 7, 3
 	seen := map[int32]int{}
 	for rank := range N {
-		l, err := NewLoader(LoaderOptions{Shards: []string{path}, B: B, T: T, Rank: rank, WorldSize: N})
+		l, err := NewLoader(LoaderOptions{Shards: []string{path}, B: B, T: T, Rank: rank, WorldSize: N, Vocab: 50257})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestLoaderMultiShardAndWrap(t *testing.T) {
 	seqShard(t, filepath.Join(dir, "a.bin"), 0, 50)
 	seqShard(t, filepath.Join(dir, "b.bin"), 10000, 16)
 	const B, T, N, r = 2, 4, 2, 1 // group = 16 tokens; b has 16 < 17
-	l, err := NewLoader(LoaderOptions{Shards: []string{filepath.Join(dir, "c.bin"), filepath.Join(dir, "[ab].bin")}, B: B, T: T, Rank: r, WorldSize: N})
+	l, err := NewLoader(LoaderOptions{Shards: []string{filepath.Join(dir, "c.bin"), filepath.Join(dir, "[ab].bin")}, B: B, T: T, Rank: r, WorldSize: N, Vocab: 50257})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestLoaderTooSmall(t *testing.T) {
 	dir := t.TempDir()
 	seqShard(t, filepath.Join(dir, "a.bin"), 0, 30)
 	seqShard(t, filepath.Join(dir, "b.bin"), 0, 40)
-	_, err := NewLoader(LoaderOptions{Shards: []string{filepath.Join(dir, "*.bin")}, B: 4, T: 8, Rank: 0, WorldSize: 2})
+	_, err := NewLoader(LoaderOptions{Shards: []string{filepath.Join(dir, "*.bin")}, B: 4, T: 8, Rank: 0, WorldSize: 2, Vocab: 50257})
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -164,7 +164,7 @@ func TestLoaderTooSmall(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	_, err = NewLoader(LoaderOptions{Shards: []string{filepath.Join(dir, "nothing_*.bin")}, B: 1, T: 1, WorldSize: 1})
+	_, err = NewLoader(LoaderOptions{Shards: []string{filepath.Join(dir, "nothing_*.bin")}, B: 1, T: 1, WorldSize: 1, Vocab: 50257})
 	if err == nil || !strings.Contains(err.Error(), "nothing_*.bin") {
 		t.Fatalf("glob matching nothing: %v", err)
 	}
@@ -177,7 +177,7 @@ func TestLoaderSaveRestore(t *testing.T) {
 	}
 	for _, shuffle := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shuffle=%v", shuffle), func(t *testing.T) {
-			opts := LoaderOptions{Shards: []string{filepath.Join(dir, "train_*.bin")}, B: 2, T: 3, Rank: 1, WorldSize: 2, Shuffle: shuffle, Seed: 7}
+			opts := LoaderOptions{Shards: []string{filepath.Join(dir, "train_*.bin")}, B: 2, T: 3, Rank: 1, WorldSize: 2, Shuffle: shuffle, Seed: 7, Vocab: 50257}
 			a, err := NewLoader(opts)
 			if err != nil {
 				t.Fatal(err)
@@ -256,7 +256,7 @@ func TestLoaderShuffle(t *testing.T) {
 		}
 	}
 	read := func(rank int, seed uint64, epochs int) []int32 {
-		l, err := NewLoader(LoaderOptions{Shards: []string{filepath.Join(dir, "s*.bin")}, B: B, T: T, Rank: rank, WorldSize: N, Shuffle: true, Seed: seed})
+		l, err := NewLoader(LoaderOptions{Shards: []string{filepath.Join(dir, "s*.bin")}, B: B, T: T, Rank: rank, WorldSize: N, Shuffle: true, Seed: seed, Vocab: 50257})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,7 +320,7 @@ func TestLoaderLlama3Shard(t *testing.T) {
 		toks[i] = uint32(100000 + i)
 	}
 	writeFile(t, path, rawShard(t, 20240801, 7, 100, 4, toks))
-	l, err := NewLoader(LoaderOptions{Shards: []string{path}, B: 2, T: 5, Rank: 1, WorldSize: 3})
+	l, err := NewLoader(LoaderOptions{Shards: []string{path}, B: 2, T: 5, Rank: 1, WorldSize: 3, Vocab: 128256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestEvalLoader(t *testing.T) {
 	for _, p := range llmcPositions(60, B, T, N, r) {
 		want = append(want, 30000+p)
 	}
-	opts := LoaderOptions{Shards: []string{filepath.Join(dir, "val_*.bin")}, B: B, T: T, Rank: r, WorldSize: N}
+	opts := LoaderOptions{Shards: []string{filepath.Join(dir, "val_*.bin")}, B: B, T: T, Rank: r, WorldSize: N, Vocab: 50257}
 	for _, tc := range []struct{ max, n int }{{0, len(want)}, {-1, len(want)}, {5, 5}, {len(want) + 10, len(want)}} {
 		e, err := NewEvalLoader(opts, tc.max)
 		if err != nil {
@@ -372,7 +372,7 @@ func TestEvalLoader(t *testing.T) {
 		}
 		e.Close()
 	}
-	if _, err := NewEvalLoader(LoaderOptions{Shards: opts.Shards, B: 1, T: 1, WorldSize: 1, Shuffle: true}, 1); err == nil {
+	if _, err := NewEvalLoader(LoaderOptions{Shards: opts.Shards, B: 1, T: 1, WorldSize: 1, Shuffle: true, Vocab: 50257}, 1); err == nil {
 		t.Fatal("a shuffled eval loader was accepted")
 	}
 }
@@ -381,11 +381,13 @@ func TestLoaderOptionErrors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.bin")
 	seqShard(t, path, 0, 100)
 	for _, o := range []LoaderOptions{
-		{Shards: []string{path}, B: 0, T: 4, WorldSize: 1},
-		{Shards: []string{path}, B: 1, T: 4, WorldSize: 0},
-		{Shards: []string{path}, B: 1, T: 4, Rank: 2, WorldSize: 2},
-		{Shards: nil, B: 1, T: 4, WorldSize: 1},
-		{Shards: []string{filepath.Dir(path)}, B: 1, T: 4, WorldSize: 1},
+		{Shards: []string{path}, B: 0, T: 4, WorldSize: 1, Vocab: 50257},
+		{Shards: []string{path}, B: 1, T: 4, WorldSize: 0, Vocab: 50257},
+		{Shards: []string{path}, B: 1, T: 4, Rank: 2, WorldSize: 2, Vocab: 50257},
+		{Shards: nil, B: 1, T: 4, WorldSize: 1, Vocab: 50257},
+		{Shards: []string{filepath.Dir(path)}, B: 1, T: 4, WorldSize: 1, Vocab: 50257},
+		{Shards: []string{path}, B: 1, T: 4, WorldSize: 1},
+		{Shards: []string{path}, B: 1, T: 4, WorldSize: 1, Vocab: -5},
 	} {
 		if _, err := NewLoader(o); err == nil {
 			t.Errorf("options %+v accepted", o)

@@ -487,18 +487,20 @@ func (p *pipeline) produce(ctx context.Context, jobs, order chan<- *chunk) error
 }
 
 func (p *pipeline) readFile(f inputFile, emit func(source, text string, n int64) error) error {
+	// Opened without blocking: the file was a regular one when the inputs
+	// were listed, but a FIFO put in its place since must not hang the run.
+	fh, _, err := openRegular("input", f.path)
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	defer fh.Close()
 	if f.kind == inputText {
-		b, err := os.ReadFile(f.path)
+		b, err := io.ReadAll(fh)
 		if err != nil {
-			return fmt.Errorf("prepare: read input: %w", err)
+			return fmt.Errorf("prepare: read input %s: %w", f.path, err)
 		}
 		return emit(f.path, string(b), int64(len(b)))
 	}
-	fh, err := os.Open(f.path)
-	if err != nil {
-		return fmt.Errorf("prepare: read input: %w", err)
-	}
-	defer fh.Close()
 	j := &jsonlReader{name: f.path, field: p.opts.TextField, skipBad: p.opts.SkipBadLines}
 	err = j.read(fh, func(line int, text string, n int64) error {
 		return emit(fmt.Sprintf("%s:%d", f.path, line), text, n)

@@ -10,13 +10,27 @@ import (
 // ShardHeaderBytes is the size of a shard header: 256 little-endian int32.
 const ShardHeaderBytes = 256 * 4
 
-// Header words of a token shard (llm.c dev/data/data_common.py); the other
-// 253 words are written as zero and ignored when read.
+// Header words of a token shard. Words 0-2 are llm.c's (dev/data/
+// data_common.py writes them, llmc/dataloader.h reads only them); llm.c
+// writes the other 253 as zero. gotrain records the largest token id in
+// words 3-5 so that a loader can check the shard against a vocabulary
+// without reading its tokens: the marker says the record is there, and the
+// token count is repeated so that a shard whose count was changed by another
+// tool (and whose largest id may have changed with it) is scanned instead.
+// llm.c and modded-nanogpt ignore these words, and shards without the
+// marker (theirs) are scanned once when a loader opens them.
 const (
-	shardWordMagic   = 0
-	shardWordVersion = 1
-	shardWordTokens  = 2
+	shardWordMagic     = 0
+	shardWordVersion   = 1
+	shardWordTokens    = 2
+	shardWordMaxMarker = 3
+	shardWordMaxToken  = 4
+	shardWordMaxCount  = 5
 )
+
+// maxTokenMarker ("gtmx" in little-endian bytes) marks a header that records
+// its largest token id.
+const maxTokenMarker = 0x786d7467
 
 // ShardFormat says how tokens are stored after the header.
 type ShardFormat int
@@ -87,6 +101,11 @@ func (f ShardFormat) String() string {
 type ShardHeader struct {
 	Format    ShardFormat
 	NumTokens int64 // header[2]; always ≥ 1 once validated
+	// MaxToken is the largest token id the writer recorded (header[4]),
+	// meaningful only when HasMaxToken: shards written by llm.c or by hand do
+	// not record it, and a record that does not match the header is ignored.
+	MaxToken    int64
+	HasMaxToken bool
 }
 
 // FileBytes is the exact size a shard with this header must have.
@@ -109,12 +128,16 @@ func shardErr(path, format string, args ...any) error {
 	return &ShardError{Path: path, Reason: fmt.Sprintf(format, args...)}
 }
 
-// encodeShardHeader fills the 1024-byte header for ntok tokens.
-func encodeShardHeader(dst []byte, f ShardFormat, ntok int64) {
+// encodeShardHeader fills the 1024-byte header for ntok tokens whose
+// largest id is maxTok.
+func encodeShardHeader(dst []byte, f ShardFormat, ntok, maxTok int64) {
 	clear(dst[:ShardHeaderBytes])
 	binary.LittleEndian.PutUint32(dst[4*shardWordMagic:], uint32(f.Magic()))
 	binary.LittleEndian.PutUint32(dst[4*shardWordVersion:], uint32(f.Version()))
 	binary.LittleEndian.PutUint32(dst[4*shardWordTokens:], uint32(ntok))
+	binary.LittleEndian.PutUint32(dst[4*shardWordMaxMarker:], maxTokenMarker)
+	binary.LittleEndian.PutUint32(dst[4*shardWordMaxToken:], uint32(maxTok))
+	binary.LittleEndian.PutUint32(dst[4*shardWordMaxCount:], uint32(ntok))
 }
 
 // parseShardHeader validates the first bytes of a shard. hdr holds what could
@@ -153,7 +176,16 @@ func parseShardHeader(path string, hdr []byte) (ShardHeader, error) {
 	if ntok == 0 {
 		return ShardHeader{}, shardErr(path, "empty shard: header token count is 0")
 	}
-	return ShardHeader{Format: f, NumTokens: ntok}, nil
+	h := ShardHeader{Format: f, NumTokens: ntok}
+	word := func(i int) uint32 { return binary.LittleEndian.Uint32(hdr[4*i:]) }
+	if word(shardWordMaxMarker) == maxTokenMarker && int64(word(shardWordMaxCount)) == ntok {
+		// An id the format cannot hold is a corrupt record, not a fact
+		// about the tokens: the loader then scans them instead.
+		if m := int64(word(shardWordMaxToken)); m <= f.MaxToken() {
+			h.MaxToken, h.HasMaxToken = m, true
+		}
+	}
+	return h, nil
 }
 
 // checkShardSize compares the file size with what the header promises.

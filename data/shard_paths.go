@@ -25,16 +25,16 @@ func ResolveShards(patterns []string) ([]string, error) {
 			if len(m) == 0 {
 				return nil, fmt.Errorf("shard pattern %q matches no files", p)
 			}
+			for _, path := range m {
+				if err := checkShardPath(path); err != nil {
+					return nil, fmt.Errorf("shard pattern %q: %w", p, err)
+				}
+			}
 			out = append(out, m...)
 			continue
 		}
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("token shard: %w", err)
-		}
-		if st.IsDir() {
-			return nil, fmt.Errorf("token shard %s is a directory; give shard files or a glob such as %s",
-				p, filepath.Join(p, "train_*.bin"))
+		if err := checkShardPath(p); err != nil {
+			return nil, err
 		}
 		out = append(out, p)
 	}
@@ -44,4 +44,21 @@ func ResolveShards(patterns []string) ([]string, error) {
 
 func hasGlobMeta(p string) bool {
 	return strings.ContainsAny(p, "*?[")
+}
+
+// checkShardPath refuses a path that is not a regular file before anything
+// opens it, so a FIFO given as data fails at once instead of blocking.
+func checkShardPath(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("token shard: %w", err)
+	}
+	if st.IsDir() {
+		return fmt.Errorf("token shard %s is a directory; give shard files or a glob such as %s",
+			p, filepath.Join(p, "train_*.bin"))
+	}
+	if !st.Mode().IsRegular() {
+		return notRegularError("token shard", p, st.Mode())
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 )
 
 // readChunkBytes is how much of a shard body is read per call; a multiple of
@@ -16,22 +17,24 @@ const readChunkBytes = 1 << 16
 // ReadShardHeader validates the header of the shard at path and that the file
 // size is exactly what the header promises, without reading the tokens.
 func ReadShardHeader(path string) (ShardHeader, error) {
-	f, err := os.Open(path)
+	f, st, err := openShard(path)
 	if err != nil {
-		return ShardHeader{}, fmt.Errorf("open token shard: %w", err)
+		return ShardHeader{}, err
 	}
 	defer f.Close()
-	return readShardHeaderFile(path, f)
+	return readShardHeaderFile(path, f, st)
 }
 
-func readShardHeaderFile(path string, f *os.File) (ShardHeader, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return ShardHeader{}, fmt.Errorf("token shard %s: %w", path, err)
+// openShard opens a shard file, refusing directories (with the glob that
+// was probably meant) and every other kind of non-regular file.
+func openShard(path string) (*os.File, os.FileInfo, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, nil, shardErr(path, "is a directory; give shard files or a glob such as %s", filepath.Join(path, "train_*.bin"))
 	}
-	if st.IsDir() {
-		return ShardHeader{}, shardErr(path, "is a directory; give shard files or a glob such as %s", path+"/train_*.bin")
-	}
+	return openRegular("token shard", path)
+}
+
+func readShardHeaderFile(path string, f *os.File, st os.FileInfo) (ShardHeader, error) {
 	hdr := make([]byte, ShardHeaderBytes)
 	n, err := io.ReadFull(f, hdr)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -50,12 +53,12 @@ func readShardHeaderFile(path string, f *os.File) (ShardHeader, error) {
 // ReadShard reads the whole shard at path. Tokens are returned as int32
 // whatever their stored width; the slice is owned by the caller.
 func ReadShard(path string) (ShardHeader, []int32, error) {
-	f, err := os.Open(path)
+	f, st, err := openShard(path)
 	if err != nil {
-		return ShardHeader{}, nil, fmt.Errorf("open token shard: %w", err)
+		return ShardHeader{}, nil, err
 	}
 	defer f.Close()
-	h, err := readShardHeaderFile(path, f)
+	h, err := readShardHeaderFile(path, f, st)
 	if err != nil {
 		return ShardHeader{}, nil, err
 	}

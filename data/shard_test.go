@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,9 +80,15 @@ func TestShardRoundTrip(t *testing.T) {
 			if hdr[0] != tc.magic || hdr[1] != tc.version || hdr[2] != int32(len(toks)) {
 				t.Fatalf("header words %v, want magic %d version %d count %d", hdr[:3], tc.magic, tc.version, len(toks))
 			}
-			for i, v := range hdr[3:] {
+			// Words 3-5 record the largest id (marker, id, count again);
+			// llm.c reads none of them, and the rest stay zero as it writes.
+			largest := slices.Max(toks)
+			if hdr[3] != maxTokenMarker || hdr[4] != largest || hdr[5] != int32(len(toks)) {
+				t.Fatalf("header words 3-5 = %v, want marker %#x, largest id %d, count %d", hdr[3:6], maxTokenMarker, largest, len(toks))
+			}
+			for i, v := range hdr[6:] {
 				if v != 0 {
-					t.Fatalf("header word %d = %d, want 0", i+3, v)
+					t.Fatalf("header word %d = %d, want 0", i+6, v)
 				}
 			}
 			for i, want := range toks {
@@ -100,7 +107,7 @@ func TestShardRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h.Format != tc.format || h.NumTokens != int64(len(toks)) {
+			if h.Format != tc.format || h.NumTokens != int64(len(toks)) || !h.HasMaxToken || h.MaxToken != int64(largest) {
 				t.Fatalf("header %+v", h)
 			}
 			if !slicesEqual(got, toks) {
@@ -284,6 +291,9 @@ func FuzzReadShard(f *testing.F) {
 			return
 		}
 		w := h.Format.TokenBytes()
+		if h.HasMaxToken && (h.MaxToken < 0 || h.MaxToken > h.Format.MaxToken()) {
+			t.Fatalf("accepted a max-token record %d the %s format cannot hold", h.MaxToken, h.Format)
+		}
 		if int64(len(b)) != h.FileBytes() || int64(len(toks)) != h.NumTokens {
 			t.Fatalf("accepted %d bytes as %d tokens of width %d", len(b), len(toks), w)
 		}

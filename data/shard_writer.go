@@ -19,6 +19,7 @@ type ShardWriter struct {
 	bw     *bufio.Writer
 	format ShardFormat
 	ntok   int64
+	maxTok int64 // largest id written, recorded in the header
 	enc    []byte
 	done   bool
 }
@@ -60,16 +61,22 @@ func (w *ShardWriter) Write(tokens []int32) error {
 	if w.done {
 		return fmt.Errorf("token shard %s: write after Close or Abort", w.path)
 	}
-	maxTok := w.format.MaxToken()
+	limit := w.format.MaxToken()
+	largest := w.maxTok
 	for i, t := range tokens {
-		if t < 0 || int64(t) > maxTok {
+		if t < 0 || int64(t) > limit {
 			return fmt.Errorf("token shard %s: token id %d at index %d does not fit the %s format (ids must be in [0, %d])",
-				w.path, t, w.ntok+int64(i), w.format, maxTok)
+				w.path, t, w.ntok+int64(i), w.format, limit)
 		}
+		largest = max(largest, int64(t))
 	}
 	if w.ntok+int64(len(tokens)) > math.MaxInt32 {
 		return fmt.Errorf("token shard %s: more than %d tokens do not fit the int32 count of the header", w.path, math.MaxInt32)
 	}
+	// Recorded before writing: should a write fail half-way, the header
+	// can only overstate the largest id, which makes a loader scan the
+	// tokens, never understate it, which would let a bad id through.
+	w.maxTok = largest
 	tb := w.format.TokenBytes()
 	per := len(w.enc) / tb
 	for len(tokens) > 0 {
@@ -107,7 +114,7 @@ func (w *ShardWriter) Close() error {
 	err := w.bw.Flush()
 	if err == nil {
 		hdr := make([]byte, ShardHeaderBytes)
-		encodeShardHeader(hdr, w.format, w.ntok)
+		encodeShardHeader(hdr, w.format, w.ntok, w.maxTok)
 		_, err = w.tmp.WriteAt(hdr, 0)
 	}
 	if err == nil {

@@ -88,25 +88,72 @@ func WriteTokenizerInfo(dir string, tok Tokenizer) error {
 	return nil
 }
 
-// ReadTokenizerInfo reads dir/tokenizer.json.
+// maxTokenizerInfoBytes bounds tokenizer.json: gotrain writes about 50
+// bytes, so anything near this size is some other file.
+const maxTokenizerInfoBytes = 1 << 20
+
+// knownTokenizer is the vocabulary size and EOT of a tokenizer NewTokenizer
+// can build, known without building it (GPT-2's BPE takes a while to load).
+func knownTokenizer(name string) (vocab, eot int, ok bool) {
+	switch name {
+	case "gpt2":
+		return gpt2VocabSize, gpt2EOT, true
+	case "byte":
+		return byteEOT + 1, byteEOT, true
+	}
+	return 0, 0, false
+}
+
+// ReadTokenizerInfo reads and validates dir/tokenizer.json (see
+// ParseTokenizerInfo). A missing file is an error that wraps
+// fs.ErrNotExist: shards made elsewhere (llm.c) come without one.
 func ReadTokenizerInfo(dir string) (TokenizerInfo, error) {
 	path := filepath.Join(dir, TokenizerInfoFile)
-	b, err := os.ReadFile(path)
+	b, err := readRegular("tokenizer info", path, maxTokenizerInfoBytes)
 	if err != nil {
-		return TokenizerInfo{}, fmt.Errorf("read tokenizer info: %w", err)
+		return TokenizerInfo{}, err
 	}
-	var info TokenizerInfo
-	if err := json.Unmarshal(b, &info); err != nil {
-		return TokenizerInfo{}, fmt.Errorf("read tokenizer info %s: %w", path, err)
+	return ParseTokenizerInfo(path, b)
+}
+
+// ParseTokenizerInfo decodes and validates the content of a tokenizer.json;
+// path names it in errors. The file is untrusted: the tokenizer must be one
+// NewTokenizer knows, and vocab_size and eot must be that tokenizer's, so a
+// bad value is refused here, before a model is sized from it.
+func ParseTokenizerInfo(path string, b []byte) (TokenizerInfo, error) {
+	bad := func(format string, a ...any) (TokenizerInfo, error) {
+		return TokenizerInfo{}, fmt.Errorf("tokenizer info %s: %s", path, fmt.Sprintf(format, a...))
 	}
-	if info.Tokenizer == "" {
-		return TokenizerInfo{}, fmt.Errorf("read tokenizer info %s: no \"tokenizer\" name", path)
+	var doc struct {
+		TokenizerInfo
+		// Hugging Face's tokenizer.json has the same name and a "model".
+		HFModel json.RawMessage `json:"model"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return bad("not valid JSON: %v; gotrain data prepare writes this file, so prepare the data again", err)
+	}
+	info := doc.TokenizerInfo
+	switch {
+	case info.Tokenizer == "" && doc.HFModel != nil:
+		return bad(`this is a Hugging Face tokenizer file, which gotrain does not read; gotrain data prepare writes its own tokenizer.json beside the shards`)
+	case info.Tokenizer == "":
+		return bad(`no "tokenizer" name (want one of %q)`, TokenizerNames())
+	}
+	vocab, eot, ok := knownTokenizer(info.Tokenizer)
+	switch {
+	case !ok:
+		return bad("unknown tokenizer %q (known: %q)", info.Tokenizer, TokenizerNames())
+	case info.VocabSize != vocab:
+		return bad(`"vocab_size" is %d, but tokenizer %s has %d ids; fix the file or prepare the data again`, info.VocabSize, info.Tokenizer, vocab)
+	case info.EOT != eot:
+		return bad(`"eot" is %d, but tokenizer %s's end-of-text id is %d; fix the file or prepare the data again`, info.EOT, info.Tokenizer, eot)
 	}
 	return info, nil
 }
 
 // Open returns the tokenizer the info names, checking that its EOT and
-// vocabulary size agree with what the file recorded.
+// vocabulary size agree with what the file recorded (ReadTokenizerInfo has
+// already checked that; an info built by hand has not).
 func (i TokenizerInfo) Open() (Tokenizer, error) {
 	tok, err := NewTokenizer(i.Tokenizer)
 	if err != nil {

@@ -106,15 +106,93 @@ func TestTokenizerInfoFile(t *testing.T) {
 	if err != nil || tok.Name() != "byte" {
 		t.Fatalf("Open: %v %v", tok, err)
 	}
-	writeFile(t, filepath.Join(dir, "tokenizer.json"), []byte(`{"tokenizer":"byte","eot":50256,"vocab_size":257}`))
-	info, err = ReadTokenizerInfo(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	info.EOT = 50256
 	if _, err := info.Open(); err == nil || !strings.Contains(err.Error(), "eot 50256") {
 		t.Fatalf("mismatched eot: %v", err)
 	}
 	if _, err := ReadTokenizerInfo(t.TempDir()); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
 		t.Fatalf("missing file: %v", err)
 	}
+}
+
+// tokenizerInfoErr writes content as dir/tokenizer.json and returns what
+// ReadTokenizerInfo says about it.
+func tokenizerInfoErr(t *testing.T, content string) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	path := writeFile(t, filepath.Join(dir, TokenizerInfoFile), []byte(content))
+	_, err := ReadTokenizerInfo(dir)
+	return path, err
+}
+
+// The defect: "vocab_size": -5 was accepted and sized a model's embedding
+// with it (a panic in model init).
+func TestTokenizerInfoNegativeVocabSizeRefused(t *testing.T) {
+	path, err := tokenizerInfoErr(t, `{"tokenizer":"gpt2","eot":50256,"vocab_size":-5}`)
+	wantErr(t, err, path, `"vocab_size" is -5`, "50257")
+}
+
+// The defect: a huge vocab_size was accepted and the model built from it
+// died in a fatal out-of-memory. It must be refused before anything is
+// sized from it, whatever the integer.
+func TestTokenizerInfoHugeVocabSizeRefused(t *testing.T) {
+	for _, v := range []string{"100000000000", "9223372036854775807", "2147483648"} {
+		path, err := tokenizerInfoErr(t, `{"tokenizer":"byte","eot":256,"vocab_size":`+v+`}`)
+		wantErr(t, err, path, `"vocab_size" is `+v)
+	}
+	// Beyond int64 it is not even an integer Go can hold.
+	path, err := tokenizerInfoErr(t, `{"tokenizer":"byte","eot":256,"vocab_size":1e30}`)
+	wantErr(t, err, path, "not valid JSON", "vocab_size")
+}
+
+// The defect: a tokenizer.json that did not parse was ignored when the run
+// started and only failed (or was silently skipped) after training.
+func TestTokenizerInfoUnparsableRefused(t *testing.T) {
+	for _, content := range []string{`not json{`, ``, `[1,2]`, `{"tokenizer":"gpt2",`, `{"tokenizer":7}`} {
+		path, err := tokenizerInfoErr(t, content)
+		wantErr(t, err, path, "not valid JSON")
+	}
+}
+
+// Every other bad value is an error naming the file and the value.
+func TestTokenizerInfoBadValuesRefused(t *testing.T) {
+	for _, tc := range []struct{ content, say string }{
+		{`{"tokenizer":"gpt2","eot":50256,"vocab_size":0}`, `"vocab_size" is 0`},
+		{`{"tokenizer":"sentencepiece","eot":1,"vocab_size":32000}`, `unknown tokenizer "sentencepiece"`},
+		{`{"eot":1,"vocab_size":32000}`, `no "tokenizer" name`},
+		{`{"tokenizer":"byte","eot":-1,"vocab_size":257}`, `"eot" is -1`},
+		{`{"tokenizer":"byte","eot":50256,"vocab_size":257}`, `"eot" is 50256`},
+		{`{"version":"1.0","model":{"type":"BPE"}}`, "Hugging Face tokenizer file"},
+	} {
+		path, err := tokenizerInfoErr(t, tc.content)
+		wantErr(t, err, path, tc.say)
+	}
+	// A file far larger than gotrain ever writes is refused unread.
+	path, err := tokenizerInfoErr(t, `{"tokenizer":"byte","eot":256,"vocab_size":257}`+strings.Repeat(" ", maxTokenizerInfoBytes))
+	wantErr(t, err, path, "bytes, more than")
+}
+
+// FuzzTokenizerInfo feeds arbitrary bytes to tokenizer.json's parser: it
+// never panics, every error names the file, and what it accepts is a
+// tokenizer NewTokenizer builds with exactly the recorded sizes.
+func FuzzTokenizerInfo(f *testing.F) {
+	f.Add([]byte(`{"tokenizer":"byte","eot":256,"vocab_size":257}`))
+	f.Add([]byte(`{"tokenizer":"gpt2","eot":50256,"vocab_size":50257}`))
+	f.Add([]byte(`{"tokenizer":"gpt2","eot":50256,"vocab_size":-5}`))
+	f.Add([]byte(`{"tokenizer":"gpt2","eot":50256,"vocab_size":9223372036854775807}`))
+	f.Add([]byte(`{"version":"1.0","model":{"type":"BPE"}}`))
+	f.Add([]byte(`not json{`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		info, err := ParseTokenizerInfo("fuzz/tokenizer.json", b)
+		if err != nil {
+			if !strings.Contains(err.Error(), "fuzz/tokenizer.json") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		vocab, eot, ok := knownTokenizer(info.Tokenizer)
+		if !ok || info.VocabSize != vocab || info.EOT != eot {
+			t.Fatalf("accepted %+v", info)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,8 +21,32 @@ type Config struct {
 // VocabPad is the multiple the vocabulary is padded to (llm.c's choice).
 const VocabPad = 128
 
-// PadVocab rounds v up to a multiple of VocabPad (50257 → 50304).
-func PadVocab(v int) int { return (v + VocabPad - 1) / VocabPad * VocabPad }
+// PadVocab rounds v up to a multiple of VocabPad (50257 → 50304). A v
+// outside (0, MaxDim] is returned as it is, for Validate to name, rather
+// than rounded into an overflow.
+func PadVocab(v int) int {
+	if v < 1 || v > MaxDim {
+		return v
+	}
+	return (v + VocabPad - 1) / VocabPad * VocabPad
+}
+
+// Limits of a model's shape. Configs come from untrusted files (config.json,
+// llm.c headers, tokenizer.json), so each dimension is bounded before any
+// product is formed, and the parameter count is computed with overflow
+// checks and bounded too; every count derived from a valid Config (layout
+// offsets, NumParams, bytes of a copy of the parameters, FlopsPerToken) then
+// fits an int64 with room to spare. Neither limit says a model fits a
+// machine: that is the memory gate's job, at start-up.
+const (
+	// MaxDim bounds V, Vp, maxT, L, NH and C: 16,777,216, far above any
+	// published model's (vocabularies reach ~256K ids, contexts ~1M).
+	MaxDim = 1 << 24
+	// MaxParams bounds the parameter count: ~1.1e15, a thousand times the
+	// largest published dense models, so that 16 bytes per parameter (fp32
+	// master and AdamW moments) still fits an int64.
+	MaxParams = 1 << 50
+)
 
 // gpt2Vocab is the size of the GPT-2 BPE vocabulary.
 const gpt2Vocab = 50257
@@ -67,36 +92,68 @@ func ByName(nameOrPath string) (Config, error) {
 	return LoadHFConfig(path)
 }
 
-// Validate checks that the shape is one the model can run.
+// Validate checks that the shape is one the model can run: every dimension
+// in [1, MaxDim], C a multiple of NH, Vp ≥ V, and at most MaxParams
+// parameters. The error names the key and its value.
 func (c Config) Validate() error {
+	for _, d := range []struct {
+		key string
+		v   int
+	}{{"MaxT (n_positions)", c.MaxT}, {"V (vocab_size)", c.V}, {"L (n_layer)", c.L}, {"NH (n_head)", c.NH}, {"C (n_embd)", c.C}} {
+		if d.v < 1 || d.v > MaxDim {
+			return fmt.Errorf("model config: %s = %d, want an integer in [1, %d]", d.key, d.v, MaxDim)
+		}
+	}
 	switch {
-	case c.MaxT < 1:
-		return fmt.Errorf("model config: MaxT (n_positions) = %d, want ≥ 1", c.MaxT)
-	case c.V < 1:
-		return fmt.Errorf("model config: V (vocab_size) = %d, want ≥ 1", c.V)
-	case c.Vp < c.V:
-		return fmt.Errorf("model config: padded vocab Vp = %d is smaller than V = %d", c.Vp, c.V)
-	case c.L < 1:
-		return fmt.Errorf("model config: L (n_layer) = %d, want ≥ 1", c.L)
-	case c.NH < 1:
-		return fmt.Errorf("model config: NH (n_head) = %d, want ≥ 1", c.NH)
-	case c.C < 1:
-		return fmt.Errorf("model config: C (n_embd) = %d, want ≥ 1", c.C)
+	case c.Vp < c.V || c.Vp > MaxDim:
+		return fmt.Errorf("model config: padded vocab Vp = %d, want between V = %d and %d", c.Vp, c.V, MaxDim)
 	case c.C%c.NH != 0:
 		return fmt.Errorf("model config: C (n_embd) = %d is not a multiple of NH (n_head) = %d; pick n_head dividing n_embd", c.C, c.NH)
 	}
+	if _, err := c.paramCount(); err != nil {
+		return fmt.Errorf("model config: %w", err)
+	}
 	return nil
 }
+
+// paramCount is NumParams computed with overflow checks on a config whose
+// dimensions are in [1, MaxDim]: each product of two dimensions fits an
+// int64, only the layer sum can overflow.
+func (c Config) paramCount() (int64, error) {
+	C := int64(c.C)
+	perLayer := 12*C*C + 13*C // qkv 3C², attproj C², fc 4C², fcproj 4C²; biases and LN 13C
+	layers, ok := mulInt64(int64(c.L), perLayer)
+	n := int64(c.Vp)*C + int64(c.MaxT)*C + 2*C
+	if !ok || layers > MaxParams || n+layers > MaxParams {
+		return 0, fmt.Errorf("n_layer = %d and n_embd = %d give %s parameters, more than gotrain's limit of %d; pick a smaller model",
+			c.L, c.C, approxCount(float64(c.L)*float64(perLayer)+float64(n)), int64(MaxParams))
+	}
+	return n + layers, nil
+}
+
+// mulInt64 multiplies non-negative a and b; ok is false on overflow.
+func mulInt64(a, b int64) (int64, bool) {
+	if a != 0 && b > math.MaxInt64/a {
+		return 0, false
+	}
+	return a * b, true
+}
+
+// approxCount writes a count too large for exact arithmetic, e.g. "5.2e+15".
+func approxCount(x float64) string { return fmt.Sprintf("%.2g", x) }
 
 // HeadSize is C/NH.
 func (c Config) HeadSize() int { return c.C / c.NH }
 
 // NumParams counts every parameter of the flat layout, including wpe and the
-// padded rows of wte (llm.c's count: 124,475,904 for gpt2).
+// padded rows of wte (llm.c's count: 124,475,904 for gpt2). c must be valid
+// (Validate), which keeps the count below MaxParams; an invalid c gives -1.
 func (c Config) NumParams() int {
-	C := c.C
-	perLayer := 12*C*C + 13*C // qkv 3C², attproj C², fc 4C², fcproj 4C²; biases and LN 13C
-	return c.Vp*C + c.MaxT*C + c.L*perLayer + 2*C
+	if c.Validate() != nil {
+		return -1
+	}
+	n, _ := c.paramCount()
+	return int(n)
 }
 
 // FlopsPerToken is llm.c's training cost of one token at sequence length T:
@@ -108,5 +165,9 @@ func (c Config) FlopsPerToken(T int) float64 {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("GPT-2 L%d NH%d C%d maxT%d V%d (Vp%d), %d params", c.L, c.NH, c.C, c.MaxT, c.V, c.Vp, c.NumParams())
+	s := fmt.Sprintf("GPT-2 L%d NH%d C%d maxT%d V%d (Vp%d)", c.L, c.NH, c.C, c.MaxT, c.V, c.Vp)
+	if c.Validate() != nil {
+		return s + " (invalid)"
+	}
+	return fmt.Sprintf("%s, %d params", s, c.NumParams())
 }

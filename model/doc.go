@@ -11,4 +11,10 @@
 //
 // Host-side weights travel as []float32 in the flat layout (NumParams values);
 // a Model copies them to and from its backend.
+//
+// config.json, llm.c headers and safetensors headers are untrusted: only
+// regular files are opened (never blocking on a FIFO), every dimension is
+// bounded by MaxDim and the parameter count by MaxParams before any count is
+// formed, and no size read from a file is allocated before the file is known
+// to hold it.
 package model

@@ -25,14 +25,26 @@ type hfConfig struct {
 	ReorderUpcast    *bool    `json:"reorder_and_upcast_attn"`
 }
 
+// maxHFConfigBytes bounds a config.json: real ones are a few KB.
+const maxHFConfigBytes = 16 << 20
+
 // LoadHFConfig reads a Hugging Face GPT2Config JSON file (config.json).
 // Vp is V padded to a multiple of VocabPad. Keys that would change the math
 // away from GPT-2 as gotrain computes it are refused with the key named.
 func LoadHFConfig(path string) (Config, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := readRegular("model config", path, maxHFConfigBytes)
 	if err != nil {
-		return Config{}, fmt.Errorf("read model config: %w", err)
+		return Config{}, err
 	}
+	return ParseHFConfig(path, raw)
+}
+
+// ParseHFConfig decodes and validates the content of a config.json; path
+// names it in errors. The file is untrusted: every size key must be a
+// positive integer of at most MaxDim and the model at most MaxParams
+// parameters (Config.Validate), so nothing computed from the result can
+// overflow.
+func ParseHFConfig(path string, raw []byte) (Config, error) {
 	var h hfConfig
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return Config{}, fmt.Errorf("model config %s: %w", path, err)
@@ -47,8 +59,8 @@ func LoadHFConfig(path string) (Config, error) {
 		if v == nil {
 			return 0, fmt.Errorf("model config %s: missing key %q (GPT2Config always has it)", path, key)
 		}
-		if *v < 1 {
-			return 0, fmt.Errorf("model config %s: %q = %d, want a positive integer", path, key, *v)
+		if *v < 1 || *v > MaxDim {
+			return 0, fmt.Errorf("model config %s: %q = %d, want a positive integer of at most %d", path, key, *v, MaxDim)
 		}
 		return *v, nil
 	}
@@ -63,6 +75,7 @@ func LoadHFConfig(path string) (Config, error) {
 			return Config{}, e
 		}
 	}
+	var err error
 	switch {
 	case h.NPositions != nil && h.NCtx != nil && *h.NPositions != *h.NCtx:
 		return bad(`"n_positions" = %d and "n_ctx" = %d disagree; set both to the context length`, *h.NPositions, *h.NCtx)
@@ -101,6 +114,9 @@ func LoadHFConfig(path string) (Config, error) {
 		return bad(`"reorder_and_upcast_attn" is true; not supported (set it to false)`)
 	}
 	cfg.Vp = PadVocab(cfg.V)
+	if _, err := cfg.paramCount(); err != nil {
+		return bad("%v", err)
+	}
 	return cfg, nil
 }
 

@@ -25,7 +25,7 @@ func InitFrom(path string, fallback *Config) (Config, []float32, error) {
 	if strings.HasSuffix(path, ".bin") {
 		return LoadLLMC(path)
 	}
-	f, err := os.Open(path)
+	f, _, err := openRegular("weights", path)
 	if err != nil {
 		return Config{}, nil, fmt.Errorf("init from: %w", err)
 	}

@@ -44,22 +44,33 @@ func llmcOrder(lay *Layout) []Tensor {
 // LoadLLMC reads an llm.c model file (version 3: fp32, version 5: bf16) into
 // host weights in gotrain's flat layout.
 func LoadLLMC(path string) (Config, []float32, error) {
-	f, err := os.Open(path)
+	f, st, err := openRegular("llm.c model", path)
 	if err != nil {
-		return Config{}, nil, fmt.Errorf("load llm.c model: %w", err)
+		return Config{}, nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Config{}, nil, fmt.Errorf("load llm.c model: %w", err)
+	return readLLMC(path, f, st.Size())
+}
+
+// readLLMC reads an llm.c model file of size bytes from r; name is used in
+// errors. The header is untrusted: its shape is validated (Config.Validate
+// bounds every dimension and the parameter count) and the file's size must
+// be exactly what the shape needs before the weights are allocated, so no
+// header makes it allocate more than the file holds.
+func readLLMC(name string, r io.ReaderAt, size int64) (Config, []float32, error) {
+	var raw [4 * llmcHeaderInts]byte
+	if size < int64(len(raw)) {
+		return Config{}, nil, fmt.Errorf("load %s: truncated header (%d bytes, want at least %d)", name, size, len(raw))
 	}
-	r := bufio.NewReaderSize(f, 1<<20)
+	if _, err := r.ReadAt(raw[:], 0); err != nil {
+		return Config{}, nil, fmt.Errorf("load %s: read header: %w", name, err)
+	}
 	var hdr [llmcHeaderInts]int32
-	if err := binary.Read(r, binary.LittleEndian, &hdr); err != nil {
-		return Config{}, nil, fmt.Errorf("load %s: truncated header (%d bytes, want at least %d): %w", path, st.Size(), 4*llmcHeaderInts, err)
+	for i := range hdr {
+		hdr[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	if hdr[0] != LLMCMagic {
-		return Config{}, nil, fmt.Errorf("load %s: bad magic %d, want %d (an llm.c model file)", path, hdr[0], LLMCMagic)
+		return Config{}, nil, fmt.Errorf("load %s: bad magic %d, want %d (an llm.c model file)", name, hdr[0], LLMCMagic)
 	}
 	var dt backend.DType
 	switch hdr[1] {
@@ -68,37 +79,36 @@ func LoadLLMC(path string) (Config, []float32, error) {
 	case LLMCVersionBF16:
 		dt = backend.BF16
 	default:
-		return Config{}, nil, fmt.Errorf("load %s: llm.c model version %d, want %d (fp32) or %d (bf16)", path, hdr[1], LLMCVersionF32, LLMCVersionBF16)
+		return Config{}, nil, fmt.Errorf("load %s: llm.c model version %d, want %d (fp32) or %d (bf16)", name, hdr[1], LLMCVersionF32, LLMCVersionBF16)
 	}
 	cfg := Config{MaxT: int(hdr[2]), V: int(hdr[3]), L: int(hdr[4]), NH: int(hdr[5]), C: int(hdr[6]), Vp: int(hdr[7])}
 	if err := cfg.Validate(); err != nil {
-		return Config{}, nil, fmt.Errorf("load %s: header: %w", path, err)
+		return Config{}, nil, fmt.Errorf("load %s: header: %w", name, err)
 	}
-	// A corrupt header could overflow the size arithmetic: bound it in float64
-	// by the file's size first.
-	if approx := float64(cfg.Vp+cfg.MaxT+2)*float64(cfg.C) + float64(cfg.L)*(12*float64(cfg.C)*float64(cfg.C)+13*float64(cfg.C)); approx > float64(st.Size()) {
-		return Config{}, nil, fmt.Errorf("load %s: file is %d bytes, too short for the header's maxT=%d V=%d Vp=%d L=%d C=%d", path, st.Size(), cfg.MaxT, cfg.V, cfg.Vp, cfg.L, cfg.C)
-	}
+	// Validate bounds the count by MaxParams, so the byte count cannot
+	// overflow.
 	n := cfg.NumParams()
-	if want := int64(4*llmcHeaderInts) + int64(n)*int64(dt.Size()); st.Size() != want {
-		return Config{}, nil, fmt.Errorf("load %s: file is %d bytes, but the header (%v, %s) needs %d", path, st.Size(), cfg, dt, want)
+	if want := int64(4*llmcHeaderInts) + int64(n)*int64(dt.Size()); size != want {
+		return Config{}, nil, fmt.Errorf("load %s: file is %d bytes, but the header (%v, %s) needs %d", name, size, cfg, dt, want)
 	}
 	lay := NewLayout(cfg)
 	params := make([]float32, n)
-	raw := make([]byte, 0, 1<<20)
+	buf := make([]byte, 0, 1<<20)
+	off := int64(4 * llmcHeaderInts)
 	for _, t := range llmcOrder(lay) {
 		dst := params[t.Offset : t.Offset+t.Len]
 		for len(dst) > 0 {
-			k := min(len(dst), cap(raw)/dt.Size())
-			raw = raw[:k*dt.Size()]
-			if _, err := io.ReadFull(r, raw); err != nil {
-				return Config{}, nil, fmt.Errorf("load %s: tensor %s: %w", path, t.Name, err)
+			k := min(len(dst), cap(buf)/dt.Size())
+			b := buf[:k*dt.Size()]
+			if _, err := r.ReadAt(b, off); err != nil {
+				return Config{}, nil, fmt.Errorf("load %s: tensor %s: %w", name, t.Name, err)
 			}
+			off += int64(len(b))
 			for i := range k {
 				if dt == backend.F32 {
-					dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+					dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 				} else {
-					dst[i] = backend.F32FromBF16(binary.LittleEndian.Uint16(raw[2*i:]))
+					dst[i] = backend.F32FromBF16(binary.LittleEndian.Uint16(b[2*i:]))
 				}
 			}
 			dst = dst[k:]

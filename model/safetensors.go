@@ -208,14 +208,9 @@ type SafetensorsFile struct {
 
 // OpenSafetensors opens and validates path's header.
 func OpenSafetensors(path string) (*SafetensorsFile, error) {
-	f, err := os.Open(path)
+	f, st, err := openRegular("safetensors", path)
 	if err != nil {
-		return nil, fmt.Errorf("open safetensors: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("open safetensors: %w", err)
+		return nil, err
 	}
 	s, err := parseSafetensors(f, st.Size())
 	if err != nil {

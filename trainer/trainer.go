@@ -261,7 +261,7 @@ func (r *run) setup(ctx context.Context) error {
 	}
 
 	B, T := o.Batch.MicroBatch, o.SeqLen
-	lo := data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: r.rank, WorldSize: r.world, Shuffle: o.Shuffle, Seed: o.Seed}
+	lo := data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: r.rank, WorldSize: r.world, Shuffle: o.Shuffle, Seed: o.Seed, Vocab: cfg.V}
 	if r.train, err = data.NewLoader(lo); err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
@@ -269,7 +269,7 @@ func (r *run) setup(ctx context.Context) error {
 		fmt.Fprintf(o.Log, "warning: shard %s holds fewer than %d tokens (ranks × B·T + 1); skipped\n", s, r.world*B*T+1)
 	}
 	if len(o.ValData) > 0 {
-		vo := data.LoaderOptions{Shards: o.ValData, B: B, T: T, Rank: r.rank, WorldSize: r.world}
+		vo := data.LoaderOptions{Shards: o.ValData, B: B, T: T, Rank: r.rank, WorldSize: r.world, Vocab: cfg.V}
 		if r.val, err = data.NewEvalLoader(vo, o.EvalBatches); err != nil {
 			return fmt.Errorf("--val-data: %w", err)
 		}

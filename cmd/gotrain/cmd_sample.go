@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -94,12 +96,18 @@ func runSample(c *cli.Context) error {
 	return err
 }
 
-// sampleTokenizer prefers the tokenizer recorded next to the weights.
+// sampleTokenizer prefers the tokenizer recorded next to the weights; only
+// when there is none does it use fallback. A tokenizer.json that is there but
+// broken is an error, not a silent switch to another tokenizer.
 func sampleTokenizer(dir, fallback string) (data.Tokenizer, error) {
-	if info, err := data.ReadTokenizerInfo(dir); err == nil {
-		return info.Open()
+	info, err := data.ReadTokenizerInfo(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return data.NewTokenizer(fallback)
+	case err != nil:
+		return nil, err
 	}
-	return data.NewTokenizer(fallback)
+	return info.Open()
 }
 
 // sampleToken draws from softmax(logits/temperature) restricted to the top k.

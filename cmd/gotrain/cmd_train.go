@@ -109,10 +109,19 @@ func runTrain(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
 	}
+	// Inputs are checked before anything is allocated: the tokenizer that
+	// sizes the vocabulary, then the model it gives.
+	tokInfo, err := dataTokenizer(c.StringSlice("data"), c.StringSlice("val-data"))
+	if err != nil {
+		return err
+	}
 	if c.String("init-from") == "" {
-		if mcfg, err = vocabFromData(mcfg, c.String("model"), c.StringSlice("data")); err != nil {
+		if mcfg, err = vocabFromData(mcfg, c.String("model"), tokInfo); err != nil {
 			return err
 		}
+	}
+	if err := mcfg.Validate(); err != nil {
+		return fmt.Errorf("--model %s: %w", c.String("model"), err)
 	}
 	ov.Hidden = mcfg.C
 
@@ -152,6 +161,15 @@ func runTrain(c *cli.Context) error {
 		be = gpu.be
 	} else if be, info, err = newBackend(threads); err != nil {
 		return err
+	}
+	if host, ok := hostMemTotal(); ok {
+		var dev uint64
+		if gpu != nil {
+			dev = gpu.dev.Info().TotalMemoryBytes
+		}
+		if err := checkModelFits(mcfg, c.String("model"), cfg.ZeRO.Stage, rk, host, dev); err != nil {
+			return err
+		}
 	}
 	prom, err := startMetrics(c, rk)
 	if err != nil {
@@ -365,17 +383,13 @@ func commas(n int64) string {
 }
 
 // vocabFromData sizes a new model's vocabulary to the tokenizer recorded with
-// the training shards (tokenizer.json, written by gotrain data prepare): the
-// presets give GPT-2's 50257 ids, but a model trained on byte-level data
-// needs only 257. A tokenizer larger than a config.json's vocabulary is an
-// error; shards without tokenizer.json keep the model's vocabulary.
-func vocabFromData(cfg model.Config, name string, patterns []string) (model.Config, error) {
-	shards, err := data.ResolveShards(patterns)
-	if err != nil || len(shards) == 0 {
-		return cfg, err
-	}
-	info, err := data.ReadTokenizerInfo(filepath.Dir(shards[0]))
-	if err != nil || info.VocabSize == cfg.V {
+// the training shards (tokenizer.json, written by gotrain data prepare and
+// validated by dataTokenizer): the presets give GPT-2's 50257 ids, but a
+// model trained on byte-level data needs only 257. A tokenizer larger than a
+// config.json's vocabulary is an error; shards without tokenizer.json (info
+// nil) keep the model's vocabulary.
+func vocabFromData(cfg model.Config, name string, info *data.TokenizerInfo) (model.Config, error) {
+	if info == nil || info.VocabSize == cfg.V {
 		return cfg, nil
 	}
 	if _, preset := model.Preset(name); !preset && info.VocabSize > cfg.V {
