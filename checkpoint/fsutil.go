@@ -92,6 +92,11 @@ func writeLatest(dir, tag string) error {
 // a damaged file may be anything.
 const maxLatestBytes = 4096
 
+// Latest returns the tag the checkpoints directory's "latest" file names;
+// ok is false when there is no such file. A file that holds no plain tag
+// name is an error naming it.
+func Latest(dir string) (tag string, ok bool, err error) { return readLatest(dir) }
+
 // readLatest returns the tag "latest" names; ok is false when there is no
 // such file.
 func readLatest(dir string) (tag string, ok bool, err error) {

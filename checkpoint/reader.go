@@ -139,6 +139,9 @@ func openKind(path string, numParams int) (*kindFile, error) {
 // Tag is the tag this reader opened.
 func (r *Reader) Tag() string { return r.tag }
 
+// Dir is the checkpoints directory the tag is in.
+func (r *Reader) Dir() string { return r.dir }
+
 // Meta is the tag's meta.json.
 func (r *Reader) Meta() Metadata { return r.meta }
 
