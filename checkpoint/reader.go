@@ -108,6 +108,10 @@ func openKind(path string, numParams int) (*kindFile, error) {
 	if hlen > 1<<30 {
 		return fail("header length %d is implausible (corrupted file)", hlen)
 	}
+	// Checked before allocating: a damaged length must not cost a GiB.
+	if st, err := f.Stat(); err != nil || uint64(st.Size()) < 8+hlen {
+		return fail("header length %d runs past the end of the file (truncated or corrupted file)", hlen)
+	}
 	header := make([]byte, 8+hlen)
 	if _, err := f.ReadAt(header, 0); err != nil {
 		return fail("read the %d-byte header: %v", hlen, err)
