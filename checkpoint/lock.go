@@ -80,7 +80,7 @@ func LockOutputDir(dir string, note func(string)) (*Lock, error) {
 				return nil, busyError(dir, path, holder, false)
 			}
 			if note != nil {
-				note(fmt.Sprintf("taking over the stale lock %s of %s: that process is gone", path, holder))
+				note(fmt.Sprintf("taking over the stale lock %s of %s: no process holds it any more", path, holder))
 			}
 		}
 		me := lockHolder{PID: os.Getpid(), Host: host, Started: time.Now().UTC()}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -83,12 +84,24 @@ func (m Metadata) check() error {
 	return nil
 }
 
+// maxMetaBytes bounds what is read of a meta.json: a real one is kilobytes
+// (the config text, the run fields, a checksum per tensor).
+const maxMetaBytes = 64 << 20
+
 // readMeta reads and checks a tag directory's meta.json.
 func readMeta(tagDir string) (Metadata, bool, error) {
 	path := filepath.Join(tagDir, MetaFile)
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return Metadata{}, false, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMetaBytes+1))
+	if err != nil {
+		return Metadata{}, false, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > maxMetaBytes {
+		return Metadata{}, false, fmt.Errorf("%s is over %d MiB: not a meta.json gotrain wrote (damaged or replaced file)", path, maxMetaBytes>>20)
 	}
 	return decodeMeta(path, b)
 }

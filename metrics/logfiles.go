@@ -101,6 +101,9 @@ func SetAside(path string, now time.Time) (newPath string, moved bool, err error
 	if err != nil {
 		return "", false, fmt.Errorf("move %s aside: %w", path, err)
 	}
+	if !st.Mode().IsRegular() {
+		return "", false, fmt.Errorf("%s is a directory or device, not a log file; move it away, gotrain writes its log there", path)
+	}
 	base := path + ".old-" + now.UTC().Format("20060102-150405")
 	dst := base
 	for n := 2; ; n++ {

@@ -166,20 +166,34 @@ func (r *run) openResume() (*checkpoint.Reader, error) {
 			fmt.Fprintf(o.Log, "--resume auto: no checkpoint in %s yet; starting at step 1\n", dir)
 			return nil, nil
 		}
-		if _, err := os.Stat(filepath.Join(dir, checkpoint.LatestFile)); err == nil {
-			return checkpoint.Open(dir, "")
+		// A tag "latest" names is resumed from, or refused if it is damaged
+		// (the error names the previous complete tag). Without a usable
+		// "latest" — missing, unreadable, or naming a tag that is not there
+		// (a save cut between renames on a file system without exchange) —
+		// the newest tag that verifies is taken, and the output says so.
+		why := fmt.Sprintf("%s has no %q file", dir, checkpoint.LatestFile)
+		switch tag, ok, err := checkpoint.Latest(dir); {
+		case err != nil:
+			why = err.Error()
+		case ok:
+			if _, err := os.Stat(filepath.Join(dir, tag)); err == nil {
+				return checkpoint.Open(dir, "")
+			}
+			why = fmt.Sprintf("%s names %s, which is not in %s", checkpoint.LatestFile, tag, dir)
 		}
 		ck, skipped, err := checkpoint.OpenNewestVerified(dir)
 		if err != nil {
-			return nil, fmt.Errorf("%s has no %q file, and %w; pass --resume with a tag directory to choose, or --overwrite to start afresh",
-				dir, checkpoint.LatestFile, err)
+			return nil, fmt.Errorf("%s, and %w; pass --resume with a tag directory to choose, or --overwrite to start afresh", why, err)
 		}
-		fmt.Fprintf(o.Log, "--resume auto: %s has no %q file; resuming from %s, the newest checkpoint that verifies\n",
-			dir, checkpoint.LatestFile, ck.Tag())
+		fmt.Fprintf(o.Log, "--resume auto: %s; resuming from %s, the newest checkpoint that verifies\n", why, ck.Tag())
 		for _, s := range skipped {
 			fmt.Fprintf(o.Log, "  skipped %s\n", s)
 		}
 		return ck, nil
+	}
+	if st, err := os.Stat(o.Resume); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory: pass auto, never, a checkpoints directory (e.g. out/checkpoints) or a tag directory (e.g. out/checkpoints/%s)",
+			o.Resume, checkpoint.TagName(100))
 	}
 	if _, err := os.Stat(filepath.Join(o.Resume, checkpoint.MetaFile)); err == nil {
 		return checkpoint.Open(filepath.Dir(o.Resume), filepath.Base(o.Resume))

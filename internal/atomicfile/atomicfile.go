@@ -48,7 +48,12 @@ func Create(path string) (*File, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("write %s: %w", path, err)
+			// The temporary name means nothing to the user; the reason does.
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("write %s: create a file in %s: %w", path, filepath.Clean(dir), err)
 		}
 		return &File{f: f, path: path, tmp: tmp}, nil
 	}
