@@ -498,3 +498,20 @@ func TestCrashThenResumeLogsEachStepOnce(t *testing.T) {
 		t.Errorf("metrics.jsonl steps after crash at %d and resume from %d: %v, want 1..%d once each", len(logged), resumeFrom, got, end)
 	}
 }
+
+// TestResumeAutoLatestNamingMissingTagFallsBack: a latest that names a tag
+// which is not there (a save cut between two renames on a file system
+// without RENAME_EXCHANGE) is treated like a missing latest.
+func TestResumeAutoLatestNamingMissingTagFallsBack(t *testing.T) {
+	fx := newCkFixture(t)
+	out := filepath.Join(fx.dir, "run")
+	fx.mustTrain(t, out, 4, "--save-every", "2")
+	os.WriteFile(filepath.Join(out, "checkpoints", "latest"), []byte("global_step6\n"), 0o644)
+	stdout := fx.mustTrain(t, out, 5, "--resume", "auto")
+	if !strings.Contains(stdout, "latest names global_step6, which is not in") || !strings.Contains(stdout, "resuming from global_step4") {
+		t.Errorf("output:\n%s", stdout)
+	}
+	if got := stepsLogged(t, out); !equalInts(got, seq(1, 5)) {
+		t.Errorf("metrics.jsonl steps %v", got)
+	}
+}
