@@ -2,7 +2,10 @@ module github.com/gotrain/gotrain
 
 go 1.26.0
 
-require gonum.org/v1/gonum v0.17.0
+require (
+	golang.org/x/sys v0.48.0
+	gonum.org/v1/gonum v0.17.0
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -31,7 +34,6 @@ require (
 	github.com/urfave/cli/v2 v2.27.7 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/term v0.44.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	gonum.org/v1/plot v0.17.0 // indirect

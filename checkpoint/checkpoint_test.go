@@ -118,7 +118,7 @@ func saveOrCrash(dir string, lay *model.Layout, src map[Kind][]float32, step int
 			meta := Metadata{Step: step, Samples: 4 * step, Tokens: 32 * step, Stage: 2, Precision: "bf16",
 				Model: ModelConfigOf(lay.Config()), DeepSpeedConfig: `{"train_batch_size": 4}`,
 				Scheduler: json.RawMessage(fmt.Sprintf(`{"last_batch_iteration":%d}`, step)),
-				Seed:      1234}
+				Seed:      1234, RunID: "lineage-a"}
 			errs[rank] = w.Finish(meta)
 		})
 	}
@@ -282,7 +282,7 @@ func TestLatestAndRetention(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "latest"), []byte("global_step30\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	removed, err := Prune(dir, 1)
+	removed, err := Prune(dir, 1, "lineage-a", 50)
 	if err != nil {
 		t.Fatal(err)
 	}

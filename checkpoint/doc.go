@@ -16,9 +16,14 @@
 //
 // meta.json carries the training position (step, samples, tokens), the
 // configs, scheduler and loss-scaler state, per-rank data positions, the RNG
-// seed and a CRC-32C (Castagnoli) per tensor per file.
+// seed, a CRC-32C (Castagnoli) per tensor per file, the run id of the
+// lineage that wrote it and the run's resolved settings, and begins with
+// the SHA-256 of itself, so an edited or damaged meta.json is refused.
 //
-// A save is written under ".<tag>.tmp", fsynced, renamed to <tag>, and only
-// then is "latest" replaced (write, fsync, rename). A crash at any point
-// leaves the previous tag and "latest" as they were.
+// A save is written under ".<tag>.tmp", fsynced, renamed to <tag> (swapped
+// in with RENAME_EXCHANGE when the tag exists), and only then is "latest"
+// replaced (write, fsync, rename). A crash at any point leaves the previous
+// tag and "latest" as they were. Retention (Prune) deletes only the saving
+// lineage's older tags. LockOutputDir keeps a second run out of a run's
+// output directory.
 package checkpoint

@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -22,8 +21,9 @@ import (
 // and the caller agrees on the outcome across ranks (an all-reduce of a
 // failure flag) if it needs to.
 //
-// meta's Tag, WorldSize, Layout, NumParams, Kinds, Files and Created are set
-// here; FormatVersion is set to this package's version.
+// meta's Tag, WorldSize, Layout, NumParams, Kinds, Files, Created and
+// checksum are set here; FormatVersion is set to this package's version.
+// meta.RunID names the lineage whose older tags SaveTotalLimit may prune.
 func (w *TagWriter) Finish(meta Metadata) error {
 	syncErr := w.syncFiles()
 	if err := w.opts.Barrier(); err != nil {
@@ -61,11 +61,11 @@ func (w *TagWriter) commit(meta Metadata) error {
 		}
 		meta.Files[k] = sum
 	}
-	js, err := json.MarshalIndent(meta, "", "  ")
+	js, err := encodeMeta(meta)
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: encode %s: %w", w.tag, MetaFile, err)
 	}
-	if err := writeSynced(filepath.Join(tmp, MetaFile), append(js, '\n')); err != nil {
+	if err := writeSynced(filepath.Join(tmp, MetaFile), js); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", w.tag, err)
 	}
 	if err := syncDir(tmp); err != nil {
@@ -82,7 +82,7 @@ func (w *TagWriter) commit(meta Metadata) error {
 		return fmt.Errorf("checkpoint %s: %w", w.tag, err)
 	}
 	if w.opts.SaveTotalLimit > 0 {
-		if _, err := Prune(w.dir, w.opts.SaveTotalLimit); err != nil {
+		if _, err := Prune(w.dir, w.opts.SaveTotalLimit, meta.RunID, meta.Step); err != nil {
 			return fmt.Errorf("checkpoint %s saved, but: %w", w.tag, err)
 		}
 	}

@@ -1,15 +1,22 @@
 package checkpoint
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gotrain/gotrain/internal/atomicfile"
 )
 
-// writeSynced creates path with data and fsyncs it.
+// writeSynced creates path with data and fsyncs it. Only for files inside
+// a tag's temporary directory, which is published as a whole by a rename.
 func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, atomicfile.FileMode)
 	if err != nil {
 		return err
 	}
@@ -28,43 +35,45 @@ func writeSynced(path string, data []byte) error {
 
 // syncDir fsyncs a directory so the names created or renamed in it are
 // durable, not only the files' contents.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
-}
+func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
 // replaceDir renames the complete directory tmp to final. A directory
-// already at final (the same step saved twice) is moved aside first and
-// removed after, because rename cannot replace a non-empty directory.
+// already at final (the same step saved again, e.g. by a run resumed from
+// an older tag) is swapped with tmp in one renameat2(RENAME_EXCHANGE), so
+// final names a complete tag at every instant, and the old one is then
+// removed. Where the file system cannot exchange, the old tag is moved
+// aside first: a crash between the two renames leaves it under
+// ".<tag>.old", and "latest" may name a missing tag until the next save.
 func replaceDir(tmp, final string) error {
+	if _, err := os.Stat(final); err != nil {
+		if err := os.Rename(tmp, final); err != nil {
+			return fmt.Errorf("rename %s to %s: %w", tmp, final, err)
+		}
+		return nil
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_EXCHANGE)
+	if err == nil {
+		// tmp now holds the replaced tag.
+		if err := os.RemoveAll(tmp); err != nil {
+			return fmt.Errorf("remove the replaced %s (now at %s): %w", final, tmp, err)
+		}
+		return nil
+	}
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("swap %s into %s: %w", tmp, final, err)
+	}
 	old := filepath.Join(filepath.Dir(final), "."+filepath.Base(final)+".old")
-	moved := false
-	if _, err := os.Stat(final); err == nil {
-		if err := os.RemoveAll(old); err != nil {
-			return err
-		}
-		if err := os.Rename(final, old); err != nil {
-			return fmt.Errorf("move the existing %s aside: %w", final, err)
-		}
-		moved = true
+	if err := os.RemoveAll(old); err != nil {
+		return err
+	}
+	if err := os.Rename(final, old); err != nil {
+		return fmt.Errorf("move the existing %s aside: %w", final, err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		return fmt.Errorf("rename %s to %s: %w", tmp, final, err)
 	}
-	if moved {
-		if err := os.RemoveAll(old); err != nil {
-			return fmt.Errorf("remove the replaced %s: %w", old, err)
-		}
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("remove the replaced %s: %w", old, err)
 	}
 	return nil
 }
@@ -73,29 +82,43 @@ func replaceDir(tmp, final string) error {
 // renamed over the old one, directory fsynced. A reader sees the old tag or
 // the new one, never a partial name.
 func writeLatest(dir, tag string) error {
-	tmp := filepath.Join(dir, "."+LatestFile+".tmp")
-	if err := writeSynced(tmp, []byte(tag+"\n")); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, LatestFile)); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, LatestFile), []byte(tag+"\n")); err != nil {
 		return fmt.Errorf("update %s: %w", LatestFile, err)
 	}
-	return syncDir(dir)
+	return nil
 }
+
+// maxLatestBytes bounds what is read of "latest": a tag name is short, and
+// a damaged file may be anything.
+const maxLatestBytes = 4096
+
+// Latest returns the tag the checkpoints directory's "latest" file names;
+// ok is false when there is no such file. A file that holds no plain tag
+// name is an error naming it.
+func Latest(dir string) (tag string, ok bool, err error) { return readLatest(dir) }
 
 // readLatest returns the tag "latest" names; ok is false when there is no
 // such file.
 func readLatest(dir string) (tag string, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, LatestFile))
+	path := filepath.Join(dir, LatestFile)
+	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("read %s: %w", LatestFile, err)
+		return "", false, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxLatestBytes+1))
+	if err != nil {
+		return "", false, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxLatestBytes {
+		return "", false, fmt.Errorf("%s is over %d bytes: not a tag name (damaged file; write the tag to resume from into it, e.g. %q)", path, maxLatestBytes, TagName(100))
 	}
 	tag = strings.TrimSpace(string(b))
 	if err := checkTag(tag); err != nil {
-		return "", false, fmt.Errorf("%s in %s: %w", LatestFile, dir, err)
+		return "", false, fmt.Errorf("%s: %w", path, err)
 	}
 	return tag, true, nil
 }

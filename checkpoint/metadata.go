@@ -8,12 +8,19 @@ import (
 )
 
 // FormatVersion is the version of the tag layout this package writes.
-const FormatVersion = 1
+// Version 2 added meta.json's own checksum, the run id and the run fields;
+// version 1 tags are still read (with a warning, since their meta.json
+// cannot be checked).
+const FormatVersion = 2
 
 // Metadata is meta.json: everything a resume needs besides the tensors.
 // The trainer fills the training fields; Finish fills Tag, WorldSize,
 // Kinds, NumParams, Files and Created.
 type Metadata struct {
+	// Checksum is the SHA-256 of meta.json as written with this value
+	// empty. It is the first key so that the reader can blank exactly its
+	// value and hash the rest byte for byte (see encodeMeta).
+	Checksum      string `json:"meta_sha256"`
 	FormatVersion int    `json:"format_version"`
 	Tag           string `json:"tag"`
 	Step          int64  `json:"step"`    // optimizer steps taken
@@ -31,11 +38,26 @@ type Metadata struct {
 	DataPosition json.RawMessage `json:"data_position,omitempty"` // per rank, as the data loader exports it
 	Seed         uint64          `json:"seed"`
 
+	// RunID names the lineage that wrote the tag: a fresh run draws one, a
+	// resumed run inherits its checkpoint's. Retention only ever deletes
+	// tags of the saving run's own lineage.
+	RunID string `json:"run_id"`
+	// Fields are the run's resolved settings (trainer.RunFields), compared
+	// on resume so a changed learning rate or batch size is never silent.
+	Fields []Field `json:"run_fields,omitempty"`
+
 	Layout    string               `json:"layout"`
 	NumParams int                  `json:"num_params"`
 	Kinds     []Kind               `json:"kinds"`
 	Files     map[Kind]FileSummary `json:"files"`
 	Created   time.Time            `json:"created"`
+}
+
+// Field is one resolved setting of the run that wrote a tag.
+type Field struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	Math  bool   `json:"math,omitempty"` // a change alters what training computes
 }
 
 // ModelConfig is model.Config with Hugging Face key names.

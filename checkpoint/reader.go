@@ -20,6 +20,8 @@ type Reader struct {
 	dir, tag string
 	meta     Metadata
 	files    map[Kind]*kindFile
+	warnings []string
+	verified bool // Verify passed; a second call does not stream the files again
 }
 
 // kindFile is one open state file.
@@ -52,18 +54,27 @@ func Open(dir, tag string) (*Reader, error) {
 	if _, err := os.Stat(tagDir); err != nil {
 		return nil, fmt.Errorf("open checkpoint %s: %w; %s", tag, err, describeTags(dir))
 	}
-	meta, err := readMeta(tagDir)
+	meta, legacy, err := readMeta(tagDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("open checkpoint %s: incomplete, it has no %s; %s", tag, MetaFile, describeTags(dir))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open checkpoint %s: %w", tag, err)
+		return nil, fmt.Errorf("open checkpoint %s: %w; %s", tag, err, describeTags(dir))
 	}
-	if meta.FormatVersion != FormatVersion || meta.Layout != LayoutName {
-		return nil, fmt.Errorf("open checkpoint %s: format version %d, layout %q; this gotrain reads version %d, layout %q",
+	if (meta.FormatVersion != FormatVersion && !legacy) || meta.Layout != LayoutName {
+		return nil, fmt.Errorf("open checkpoint %s: format version %d, layout %q; this gotrain reads versions 1 and %d, layout %q",
 			tag, meta.FormatVersion, meta.Layout, FormatVersion, LayoutName)
 	}
-	r := &Reader{dir: dir, tag: tag, meta: meta, files: map[Kind]*kindFile{}}
+	if n, ok := tagStep(tag); ok && n != meta.Step {
+		return nil, fmt.Errorf("open checkpoint %s: %s says step %d, but the tag's name says %d (the file was edited or copied between tags); %s",
+			tag, MetaFile, meta.Step, n, describeTags(dir))
+	}
+	var warnings []string
+	if legacy {
+		warnings = append(warnings, fmt.Sprintf("checkpoint %s was written before %s carried its own checksum (format version 1): its step, run id and settings cannot be checked; the tensors still are",
+			tag, MetaFile))
+	}
+	r := &Reader{dir: dir, tag: tag, meta: meta, files: map[Kind]*kindFile{}, warnings: warnings}
 	for _, k := range meta.Kinds {
 		kf, err := openKind(filepath.Join(tagDir, k.FileName()), meta.NumParams)
 		if err != nil {
@@ -97,6 +108,10 @@ func openKind(path string, numParams int) (*kindFile, error) {
 	if hlen > 1<<30 {
 		return fail("header length %d is implausible (corrupted file)", hlen)
 	}
+	// Checked before allocating: a damaged length must not cost a GiB.
+	if st, err := f.Stat(); err != nil || uint64(st.Size()) < 8+hlen {
+		return fail("header length %d runs past the end of the file (truncated or corrupted file)", hlen)
+	}
 	header := make([]byte, 8+hlen)
 	if _, err := f.ReadAt(header, 0); err != nil {
 		return fail("read the %d-byte header: %v", hlen, err)
@@ -128,8 +143,49 @@ func openKind(path string, numParams int) (*kindFile, error) {
 // Tag is the tag this reader opened.
 func (r *Reader) Tag() string { return r.tag }
 
+// Dir is the checkpoints directory the tag is in.
+func (r *Reader) Dir() string { return r.dir }
+
 // Meta is the tag's meta.json.
 func (r *Reader) Meta() Metadata { return r.meta }
+
+// Warnings are what the caller should tell the user about this tag (a
+// meta.json too old to carry a checksum).
+func (r *Reader) Warnings() []string { return r.warnings }
+
+// OpenNewestVerified opens the complete tag with the highest step in the
+// checkpoints directory dir whose files pass Verify: how a resume proceeds
+// when "latest" is missing. skipped lists the newer tags passed over, each
+// with its reason. With no tag that verifies, the error lists every tag
+// and what is wrong with it.
+func OpenNewestVerified(dir string) (r *Reader, skipped []string, err error) {
+	tags, err := List(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := len(tags) - 1; i >= 0; i-- {
+		t := tags[i]
+		if !t.Complete {
+			skipped = append(skipped, t.Tag+": "+t.Problem)
+			continue
+		}
+		r, err := Open(dir, t.Tag)
+		if err == nil {
+			if err = r.Verify(); err != nil {
+				r.Close()
+			}
+		}
+		if err != nil {
+			skipped = append(skipped, t.Tag+": "+err.Error())
+			continue
+		}
+		return r, skipped, nil
+	}
+	if len(tags) == 0 {
+		return nil, nil, fmt.Errorf("no checkpoint tags in %s", dir)
+	}
+	return nil, skipped, fmt.Errorf("no checkpoint in %s verifies:\n  %s", dir, strings.Join(skipped, "\n  "))
+}
 
 // Close releases the files.
 func (r *Reader) Close() error {
@@ -215,8 +271,12 @@ func describeTags(dir string) string {
 	var names []string
 	for _, t := range tags {
 		s := t.Tag
-		if !t.Complete {
+		switch {
+		case t.Complete:
+		case strings.HasPrefix(t.Problem, "incomplete"):
 			s += " (incomplete)"
+		default:
+			s += " (damaged " + MetaFile + ")"
 		}
 		names = append(names, s)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/internal/atomicfile"
 )
 
 // StepRecord is one optimizer step as written to metrics.jsonl. Loss is the
@@ -73,7 +74,7 @@ func MemoryOf(s backend.MemoryStats) MemoryBytes {
 }
 
 // JSONL appends records to a metrics.jsonl file. A resumed run appends to the
-// same file.
+// same file after TrimLog has dropped the steps it will run again.
 type JSONL struct {
 	f *os.File
 	w *bufio.Writer
@@ -81,7 +82,7 @@ type JSONL struct {
 
 // OpenJSONL opens path for appending, creating it if needed.
 func OpenJSONL(path string) (*JSONL, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, atomicfile.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("open metrics log: %w", err)
 	}
@@ -102,6 +103,18 @@ func (j *JSONL) Write(rec any) error {
 		return fmt.Errorf("metrics log %s: %w", j.f.Name(), err)
 	}
 	return j.w.Flush()
+}
+
+// Sync makes every record written so far durable (at a checkpoint, so the
+// log never ends before the state a resume starts from).
+func (j *JSONL) Sync() error {
+	if err := j.w.Flush(); err != nil {
+		return fmt.Errorf("metrics log %s: %w", j.f.Name(), err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("metrics log %s: %w", j.f.Name(), err)
+	}
+	return nil
 }
 
 // Close flushes and closes the file.

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // DeepSpeed's monitor event names (deepspeed/monitor): the engine writes
@@ -54,6 +55,46 @@ func (ms Monitors) Write(events []MonitorEvent) error {
 		errs = append(errs, m.Write(events))
 	}
 	return errors.Join(errs...)
+}
+
+// Sync makes what every backend has written durable (at a checkpoint).
+func (ms Monitors) Sync() error {
+	var errs []error
+	for _, m := range ms {
+		if s, ok := m.(interface{ Sync() error }); ok {
+			errs = append(errs, s.Sync())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ResumeAt tells every backend that the run resumes after samples samples:
+// records beyond it are about to be written again (see logfiles.go).
+func (ms Monitors) ResumeAt(samples int64) error {
+	var errs []error
+	for _, m := range ms {
+		if r, ok := m.(interface{ ResumeAt(int64) error }); ok {
+			errs = append(errs, r.ResumeAt(samples))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SetAside tells every backend that a fresh run starts: an earlier run's
+// files are moved aside; it returns their new names.
+func (ms Monitors) SetAside(now time.Time) ([]string, error) {
+	var moved []string
+	var errs []error
+	for _, m := range ms {
+		if r, ok := m.(interface {
+			SetAside(time.Time) ([]string, error)
+		}); ok {
+			names, err := r.SetAside(now)
+			moved = append(moved, names...)
+			errs = append(errs, err)
+		}
+	}
+	return moved, errors.Join(errs...)
 }
 
 // Close closes each backend.

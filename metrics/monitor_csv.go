@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/gotrain/gotrain/internal/atomicfile"
 )
 
 // CSVMonitor is DeepSpeed's csv_monitor: one CSV per event name under
@@ -16,7 +19,8 @@ import (
 // header "step,<last path element of the name>" and rows "samples,value".
 // Values print as Python prints a float, so files match DeepSpeed's byte for
 // byte. Unlike DeepSpeed, a resumed run that appends to an existing file does
-// not repeat the header.
+// not repeat the header, and does not repeat rows either: ResumeAt drops the
+// rows beyond the resumed sample count first.
 type CSVMonitor struct {
 	dir   string
 	files map[string]*os.File
@@ -26,7 +30,7 @@ type CSVMonitor struct {
 // there. Call it on rank 0 only.
 func NewCSVMonitor(outputPath, jobName string) (*CSVMonitor, error) {
 	dir := filepath.Join(outputPath, jobName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := atomicfile.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("csv monitor: %w", err)
 	}
 	return &CSVMonitor{dir: dir, files: map[string]*os.File{}}, nil
@@ -61,7 +65,7 @@ func (m *CSVMonitor) file(name string) (*os.File, error) {
 		return f, nil
 	}
 	path := filepath.Join(m.dir, CSVFileName(name))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, atomicfile.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("csv monitor: %w", err)
 	}
@@ -82,6 +86,64 @@ func (m *CSVMonitor) file(name string) (*os.File, error) {
 	}
 	m.files[name] = f
 	return f, nil
+}
+
+// monitorFiles are the files this monitor writes (the events StepEvents
+// makes); a resume or a fresh start touches these and no other file in
+// the job's directory.
+func (m *CSVMonitor) monitorFiles() []string {
+	var out []string
+	for _, name := range []string{MonitorTrainLoss, MonitorLR, MonitorLossScale} {
+		out = append(out, filepath.Join(m.dir, CSVFileName(name)))
+	}
+	return out
+}
+
+// ResumeAt drops every row beyond samples (the resumed checkpoint's sample
+// count) from the monitor's files, rewriting each through a temporary file.
+func (m *CSVMonitor) ResumeAt(samples int64) error {
+	if err := m.Close(); err != nil {
+		return fmt.Errorf("csv monitor: %w", err)
+	}
+	for _, path := range m.monitorFiles() {
+		_, err := rewriteLines(path, func(line []byte) bool {
+			x, _, found := strings.Cut(string(line), ",")
+			n, err := strconv.ParseInt(x, 10, 64)
+			return !found || err != nil || n <= samples // headers stay
+		})
+		if err != nil {
+			return fmt.Errorf("csv monitor: %w", err)
+		}
+	}
+	return nil
+}
+
+// SetAside moves an earlier run's files aside (see metrics.SetAside) before
+// a fresh start writes new ones, and returns their new names.
+func (m *CSVMonitor) SetAside(now time.Time) ([]string, error) {
+	if err := m.Close(); err != nil {
+		return nil, fmt.Errorf("csv monitor: %w", err)
+	}
+	var moved []string
+	for _, path := range m.monitorFiles() {
+		dst, ok, err := SetAside(path, now)
+		if err != nil {
+			return moved, fmt.Errorf("csv monitor: %w", err)
+		}
+		if ok {
+			moved = append(moved, dst)
+		}
+	}
+	return moved, nil
+}
+
+// Sync makes the rows written so far durable.
+func (m *CSVMonitor) Sync() error {
+	var errs []error
+	for _, f := range m.files {
+		errs = append(errs, f.Sync())
+	}
+	return errors.Join(errs...)
 }
 
 // Close closes every file.

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/gotrain/gotrain/internal/atomicfile"
 )
 
 // TensorBoard is DeepSpeed's tensorboard monitor: a TensorBoard event file
@@ -26,7 +28,7 @@ type TensorBoard struct {
 // 0 only.
 func NewTensorBoard(outputPath, jobName string) (*TensorBoard, error) {
 	dir := filepath.Join(outputPath, jobName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := atomicfile.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("tensorboard monitor: %w", err)
 	}
 	host, err := os.Hostname()
@@ -38,7 +40,7 @@ func NewTensorBoard(outputPath, jobName string) (*TensorBoard, error) {
 	// Two writers opened within one second in one process get distinct
 	// suffixes instead of sharing (and corrupting) one file.
 	for n := 0; t.f == nil; n++ {
-		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%s.%d", base, n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%s.%d", base, n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, atomicfile.FileMode)
 		switch {
 		case err == nil:
 			t.f = f
@@ -71,6 +73,24 @@ func (t *TensorBoard) Write(events []MonitorEvent) error {
 	}
 	return nil
 }
+
+// ResumeAt writes a SessionLog START event at samples+1: TensorBoard then
+// discards the points at or beyond that step that earlier event files hold
+// (its purge of orphaned data), so the steps a resumed run computes again
+// are not drawn twice. samples 0 (a fresh start) hides an earlier run's
+// points in the same directory the same way.
+func (t *TensorBoard) ResumeAt(samples int64) error {
+	if _, err := t.f.Write(tfRecord(tfSessionStart(t.wallTime(), samples+1))); err != nil {
+		return fmt.Errorf("tensorboard monitor %s: %w", t.f.Name(), err)
+	}
+	return nil
+}
+
+// SetAside is ResumeAt(0): event files are never rewritten or moved.
+func (t *TensorBoard) SetAside(time.Time) ([]string, error) { return nil, t.ResumeAt(0) }
+
+// Sync makes the events written so far durable.
+func (t *TensorBoard) Sync() error { return t.f.Sync() }
 
 // Close closes the event file.
 func (t *TensorBoard) Close() error { return t.f.Close() }
@@ -132,6 +152,18 @@ func tfEvent(wallTime float64, step int64, fileVersion string, summary []byte) [
 		b = pbBytesField(b, 5, summary)
 	}
 	return b
+}
+
+// tfSessionStart encodes tensorflow.Event{wall_time, step, session_log (7):
+// SessionLog{status (1): START = 1}}.
+func tfSessionStart(wallTime float64, step int64) []byte {
+	var b []byte
+	b = pbTag(b, 1, pbFixed64)
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(wallTime))
+	b = pbTag(b, 2, pbVarint)
+	b = binary.AppendUvarint(b, uint64(step))
+	log := binary.AppendUvarint(pbTag(nil, 1, pbVarint), 1)
+	return pbBytesField(b, 7, log)
 }
 
 // tfScalarSummary encodes tensorflow.Summary with one Value{tag (1, string),

@@ -39,7 +39,15 @@ var (
 // 0's memory in MiB, current total and peak per pool (bottom right), all
 // against the optimizer step. Steps repeated by a resumed run keep their last
 // record; non-finite values are left out. No step records is an error.
-func Plot(w io.Writer, steps []StepRecord, evals []EvalRecord, opts PlotOptions) error {
+func Plot(w io.Writer, steps []StepRecord, evals []EvalRecord, opts PlotOptions) (err error) {
+	// The log is untrusted input and gonum/plot panics on some ranges it
+	// cannot tick (widenDegenerate avoids the known ones); a file that
+	// still trips it is an error for the user, never a crash.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("plot: cannot draw these values (%v); check metrics.jsonl for absurd numbers", p)
+		}
+	}()
 	if len(steps) == 0 {
 		return errors.New("plot: no step records (the run has not finished an optimizer step)")
 	}
@@ -56,7 +64,6 @@ func Plot(w io.Writer, steps []StepRecord, evals []EvalRecord, opts PlotOptions)
 	evals = lastEvalPerStep(evals)
 
 	panels := [][]*plot.Plot{make([]*plot.Plot, 2), make([]*plot.Plot, 2)}
-	var err error
 	if panels[0][0], err = lossPanel(steps, evals, opts.Title); err != nil {
 		return err
 	}
@@ -72,6 +79,12 @@ func Plot(w io.Writer, steps []StepRecord, evals []EvalRecord, opts PlotOptions)
 		return err
 	}
 
+	for _, row := range panels {
+		for _, p := range row {
+			widenDegenerate(&p.X)
+			widenDegenerate(&p.Y)
+		}
+	}
 	img := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, opts.Width, opts.Height))), vgimg.UseDPI(opts.DPI))
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: 2, Cols: 2,
@@ -99,6 +112,18 @@ func newPanel(prefix, title, ylabel string) *plot.Plot {
 	p.Y.Label.Text = ylabel
 	p.Add(plotter.NewGrid())
 	return p
+}
+
+// widenDegenerate gives an axis whose data span no range a small one
+// around its value. gonum pads such an axis by ±1, which vanishes in float64
+// rounding beyond 2^53 (a step of 9e18 from a damaged log), and its ticker
+// panics on the empty range that is left.
+func widenDegenerate(a *plot.Axis) {
+	if a.Max > a.Min || math.IsNaN(a.Min) || math.IsNaN(a.Max) {
+		return
+	}
+	pad := math.Max(1, math.Abs(a.Min)*1e-6)
+	a.Min, a.Max = a.Min-pad, a.Max+pad
 }
 
 // markEmpty keeps an empty panel drawable and says why it is empty.

@@ -158,3 +158,17 @@ func TestPlotEmptyLogIsAnError(t *testing.T) {
 		t.Errorf("wrote %d bytes on error", buf.Len())
 	}
 }
+
+// A damaged log with one step at 2^63-1 (found by FuzzReadLogAndPlot) made
+// gonum's ticker panic: the ±1 padding of a one-point axis vanishes in
+// float64 rounding. It now draws.
+func TestPlotOnePointAtHugeStep(t *testing.T) {
+	var buf bytes.Buffer
+	steps := []StepRecord{{Step: math.MaxInt64, Loss: 1e300, LR: 1, TokensPerSecond: 1}}
+	if err := Plot(&buf, steps, nil, PlotOptions{Width: 200, Height: 150}); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() == 0 {
+		t.Error("no PNG written")
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+
+	"github.com/gotrain/gotrain/internal/atomicfile"
 )
 
 // hfConfig is the part of a Hugging Face GPT2Config that decides the model's
@@ -156,7 +158,7 @@ func WriteHFConfig(path string, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, append(out, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, append(out, '\n')); err != nil {
 		return fmt.Errorf("write model config: %w", err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/internal/atomicfile"
 )
 
 // llm.c model files (train_gpt2.py write_model): 256 little-endian int32s of
@@ -136,27 +137,19 @@ func SaveLLMC(path string, cfg Config, params []float32, dt backend.DType) error
 	if len(params) != lay.NumParams() {
 		return fmt.Errorf("save %s: %d values for %d parameters", path, len(params), lay.NumParams())
 	}
-	f, err := os.Create(path)
+	err := atomicfile.WriteWith(path, func(f io.Writer) error {
+		w := bufio.NewWriterSize(f, 1<<20)
+		var hdr [llmcHeaderInts]int32
+		hdr[0], hdr[1] = LLMCMagic, version
+		hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7] = int32(cfg.MaxT), int32(cfg.V), int32(cfg.L), int32(cfg.NH), int32(cfg.C), int32(cfg.Vp)
+		binary.Write(w, binary.LittleEndian, &hdr)
+		for _, t := range llmcOrder(lay) {
+			w.Write(EncodeFloat32(params[t.Offset:t.Offset+t.Len], dt))
+		}
+		return w.Flush()
+	})
 	if err != nil {
 		return fmt.Errorf("save llm.c model: %w", err)
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	var hdr [llmcHeaderInts]int32
-	hdr[0], hdr[1] = LLMCMagic, version
-	hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7] = int32(cfg.MaxT), int32(cfg.V), int32(cfg.L), int32(cfg.NH), int32(cfg.C), int32(cfg.Vp)
-	binary.Write(w, binary.LittleEndian, &hdr)
-	for _, t := range llmcOrder(lay) {
-		w.Write(EncodeFloat32(params[t.Offset:t.Offset+t.Len], dt))
-	}
-	err = w.Flush()
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
 	}
 	return nil
 }

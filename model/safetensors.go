@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/internal/atomicfile"
 )
 
 // The safetensors format: an 8-byte little-endian header length, a JSON
@@ -441,22 +442,14 @@ func WriteSafetensors(w io.Writer, tensors []NamedTensor, meta map[string]string
 	return nil
 }
 
-// SaveSafetensors writes a safetensors file at path and syncs it.
+// SaveSafetensors writes a safetensors file at path atomically: a kill or a
+// full disk mid-write leaves the previous file as it was.
 func SaveSafetensors(path string, tensors []NamedTensor, meta map[string]string) error {
-	f, err := os.Create(path)
+	err := atomicfile.WriteWith(path, func(w io.Writer) error {
+		return WriteSafetensors(w, tensors, meta)
+	})
 	if err != nil {
 		return fmt.Errorf("save safetensors: %w", err)
-	}
-	if err := WriteSafetensors(f, tensors, meta); err != nil {
-		f.Close()
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/checkpoint"
 	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/data"
@@ -61,10 +62,17 @@ type Options struct {
 
 	// Checkpoints under <OutputDir>/checkpoints: every SaveEvery steps (0:
 	// only at the end and when stopped by a signal), keeping the newest
-	// SaveTotalLimit tags (0: all). Resume is "auto" (continue from latest if
-	// present), "never", or a checkpoints directory or tag directory.
+	// SaveTotalLimit tags of this run's lineage (0: all). Resume is "" or
+	// "never" (start afresh; an output directory that holds checkpoints is
+	// refused unless Overwrite moves them aside), "auto" (continue from
+	// latest, or the newest tag that verifies; start afresh if there is
+	// none), or a checkpoints directory or tag directory. A resume whose
+	// settings differ from the checkpoint's in a way that changes the math
+	// is refused unless AllowConfigChange.
 	SaveEvery, SaveTotalLimit int
 	Resume                    string
+	Overwrite                 bool
+	AllowConfigChange         bool
 	ConfigText                string // the config file as read, stored in checkpoints
 
 	// Version is gotrain's version, one of the RunFields every rank and a
@@ -89,7 +97,34 @@ type Result struct {
 	TokensPerSecond float64 // all ranks together, over the run excluding the first step
 	MFU             float64 // per rank
 	WeightsPath     string
+	// StartStep is the first step this process ran: 1, or the step after
+	// the checkpoint in ResumedFrom. StartStep > MaxSteps means the
+	// checkpoint was already at the end and nothing was trained.
+	StartStep   int
+	ResumedFrom string
 }
+
+// StoppedError is Run's error when a signal (the context's cancellation)
+// stopped every rank at a step boundary. The steps done by then are saved
+// unless there was no output directory.
+type StoppedError struct {
+	Step       int    // the last step completed; 0 when none was
+	Checkpoint string // the tag holding Step ("" when nothing is saved)
+	Cause      error  // context.Cause of the run's context, e.g. the signal
+}
+
+func (e *StoppedError) Error() string {
+	switch {
+	case e.Checkpoint != "":
+		return fmt.Sprintf("stopped (%v) after saving checkpoint %s", e.Cause, e.Checkpoint)
+	case e.Step > 0:
+		return fmt.Sprintf("stopped (%v) after step %d; nothing saved (no --output-dir)", e.Cause, e.Step)
+	}
+	return fmt.Sprintf("stopped (%v) before the first step", e.Cause)
+}
+
+// Unwrap is the cause, so errors.Is(err, context.Canceled) holds.
+func (e *StoppedError) Unwrap() error { return e.Cause }
 
 // Run trains a model from scratch (or from InitFrom) for MaxSteps optimizer
 // steps on be.
@@ -130,6 +165,13 @@ type run struct {
 	tokens0   int64             // tokens consumed before this process started
 	scalar    backend.Buffer    // F32 (1): a value averaged over ranks
 	memBufs   [2]backend.Buffer
+
+	// Checkpoint lineage and resume state.
+	resumedTag string           // the checkpoint resumed from, "" when fresh
+	lastSaved  int              // the step whose tag is in this output directory (0: none)
+	runID      string           // checkpoint lineage: inherited on resume, new on a fresh start
+	fields     []Field          // RunFields, stored in each checkpoint
+	lock       *checkpoint.Lock // rank 0's hold on the output directory
 
 	train *data.Loader
 	val   *data.EvalLoader
@@ -187,6 +229,17 @@ func newRun(ctx context.Context, be backend.Backend, o Options) (*run, error) {
 
 func (r *run) setup(ctx context.Context) error {
 	o := r.o
+	if o.OutputDir != "" && r.rank == 0 {
+		l, err := checkpoint.LockOutputDir(o.OutputDir, func(msg string) { fmt.Fprintln(o.Log, "note: "+msg) })
+		if err != nil {
+			return err
+		}
+		r.lock = l
+	}
+	var err error
+	if r.fields, err = RunFields(o); err != nil {
+		return err
+	}
 	cfg := o.Model
 	var host []float32 // --init-from weights; nil: random init, one group at a time
 	if o.InitFrom != "" {
@@ -213,7 +266,7 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	r.eng = eng
-	ck, err := resumeReader(o)
+	ck, err := r.openResume()
 	if err != nil {
 		return fmt.Errorf("--resume: %w", err)
 	}
@@ -279,26 +332,70 @@ func (r *run) setup(ctx context.Context) error {
 	if err := r.m.ReserveActivations(B, T); err != nil {
 		return err
 	}
-	if o.OutputDir != "" && r.rank == 0 {
-		if err := os.MkdirAll(o.OutputDir, 0o755); err != nil {
-			return fmt.Errorf("--output-dir: %w", err)
-		}
-		if r.log, err = metrics.OpenJSONL(filepath.Join(o.OutputDir, "metrics.jsonl")); err != nil {
-			return err
-		}
-	}
-	if r.rank == 0 {
-		if err := r.openMonitors(); err != nil {
-			return err
-		}
-	}
 	r.startStep = 1
 	if ck != nil {
 		if r.startStep, r.tokens0, err = r.restore(ck); err != nil {
 			return err
 		}
+		r.resumedTag = ck.Tag()
+	} else {
+		r.runID = newRunID()
+	}
+	if r.rank == 0 {
+		return r.openLogs(ck)
 	}
 	return nil
+}
+
+// openLogs opens metrics.jsonl and the config's monitors on rank 0, once
+// the start step is settled: a resume drops the records beyond its
+// checkpoint (the run computes those steps again); a fresh start moves an
+// earlier run's logs aside. See metrics/logfiles.go.
+func (r *run) openLogs(ck *checkpoint.Reader) error {
+	o := r.o
+	if err := r.openMonitors(); err != nil {
+		return err
+	}
+	if ck != nil {
+		if err := r.monitors.ResumeAt(ck.Meta().Samples); err != nil {
+			return err
+		}
+	} else {
+		moved, err := r.monitors.SetAside(time.Now())
+		if err != nil {
+			return err
+		}
+		for _, m := range moved {
+			fmt.Fprintf(o.Log, "moved an earlier run's monitor file to %s\n", m)
+		}
+	}
+	if o.OutputDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(o.OutputDir, 0o755); err != nil {
+		return fmt.Errorf("--output-dir: %w", err)
+	}
+	path := filepath.Join(o.OutputDir, "metrics.jsonl")
+	if ck != nil {
+		n, err := metrics.TrimLog(path, int(ck.Meta().Step))
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			fmt.Fprintf(o.Log, "dropped %d record(s) beyond step %d from %s: this run computes those steps again\n", n, ck.Meta().Step, path)
+		}
+	} else {
+		moved, ok, err := metrics.SetAside(path, time.Now())
+		if err != nil {
+			return err
+		}
+		if ok {
+			fmt.Fprintf(o.Log, "moved an earlier run's %s to %s\n", filepath.Base(path), moved)
+		}
+	}
+	var err error
+	r.log, err = metrics.OpenJSONL(path)
+	return err
 }
 
 // openMonitors starts the config's monitor blocks on rank 0: csv_monitor and
@@ -395,6 +492,7 @@ func (r *run) close() {
 	if r.eng != nil {
 		r.eng.Close()
 	}
+	r.lock.Release()
 }
 
 func (r *run) loop(ctx context.Context) (*Result, error) {
@@ -403,7 +501,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	B, T, gas := o.Batch.MicroBatch, o.SeqLen, o.Batch.GradAccum
 	tokensPerStep := int64(B * T * gas * r.world)
 	flopsPerToken := o.Model.FlopsPerToken(T)
-	res := &Result{FirstValLoss: math.NaN(), FinalValLoss: math.NaN()}
+	res := &Result{FirstValLoss: math.NaN(), FinalValLoss: math.NaN(), StartStep: r.startStep, ResumedFrom: r.resumedTag}
 	var afterFirst time.Time
 	tokens := r.tokens0
 	bg := context.WithoutCancel(ctx) // collectives finish even after a signal
@@ -429,13 +527,19 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		}
 		if stop {
 			// A signal (SIGTERM from a scheduler's preemption, Ctrl-C):
-			// every rank agreed to stop here; keep the work done so far.
-			if step > r.startStep {
-				if err := r.save(ctx, step-1, tokens); err != nil {
-					return res, err
+			// every rank agreed to stop here; keep the work done so far,
+			// unless the step's tag was just saved (saving it again would
+			// only replace a good tag).
+			last, tag := step-1, ""
+			if o.OutputDir != "" && last > 0 {
+				if last != r.lastSaved {
+					if err := r.save(ctx, last, tokens); err != nil {
+						return res, err
+					}
 				}
+				tag = checkpoint.TagName(int64(last))
 			}
-			return res, fmt.Errorf("stopped before step %d: %w", step, context.Canceled)
+			return res, &StoppedError{Step: last, Checkpoint: tag, Cause: context.Cause(runCtx)}
 		}
 		t0 := time.Now()
 		if err := r.eng.ZeroGrad(); err != nil {

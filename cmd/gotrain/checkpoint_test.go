@@ -87,7 +87,7 @@ func TestResumeIsExact(t *testing.T) {
 		straight, resumed := filepath.Join(dir, name, "straight"), filepath.Join(dir, name, "resumed")
 		run(straight, cfg, 2, 20)
 		run(resumed, cfg, 2, 10)
-		run(resumed, cfg, 2, 20) // --resume auto picks up checkpoints/latest
+		run(resumed, cfg, 2, 20, "--resume", "auto") // picks up checkpoints/latest
 		if n := stepLines(t, filepath.Join(resumed, "metrics.jsonl")); n != 20 {
 			t.Fatalf("%s: %d step records after 10 + 10 steps; the second run did not resume", name, n)
 		}
@@ -126,7 +126,9 @@ func TestResumeOnAnotherWorldSizeAndStage(t *testing.T) {
 	ck := filepath.Join(first, "checkpoints")
 	for _, tc := range []struct{ nproc, stage, micro int }{{1, 0, 4}, {4, 2, 1}} {
 		out := filepath.Join(dir, fmt.Sprintf("on%d_stage%d", tc.nproc, tc.stage))
-		run(out, ckptConfig(t, dir, tc.stage, tc.micro, false), tc.nproc, 20, "--resume", ck)
+		// Another micro-batch size (the same global batch) changes a setting
+		// that can change the math: the resume must be allowed explicitly.
+		run(out, ckptConfig(t, dir, tc.stage, tc.micro, false), tc.nproc, 20, "--resume", ck, "--allow-config-change")
 		if n := stepLines(t, filepath.Join(out, "metrics.jsonl")); n != 10 {
 			t.Fatalf("%d ranks stage %d: %d step records; a resume from step 10 logs 10", tc.nproc, tc.stage, n)
 		}

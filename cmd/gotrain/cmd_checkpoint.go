@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,40 +18,9 @@ func checkpointCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "inspect",
-				Usage:     "list a checkpoint directory's tags with step, world size, stage, size and checksum status",
+				Usage:     "list a checkpoint directory's tags with step, world size, stage, size and checksum status; exits 1 when a tag or latest fails",
 				UsageText: "gotrain checkpoint inspect OUTPUT_DIR/checkpoints",
-				Action: func(c *cli.Context) error {
-					dir := c.Args().First()
-					if dir == "" {
-						return fmt.Errorf("checkpoint inspect: give the checkpoints directory (e.g. out/checkpoints)")
-					}
-					tags, err := checkpoint.List(dir)
-					if err != nil {
-						return err
-					}
-					w := c.App.Writer
-					fmt.Fprintf(w, "%-22s %8s %6s %6s %12s  %s\n", "tag", "step", "ranks", "stage", "bytes", "status")
-					for _, t := range tags {
-						status := "incomplete"
-						if t.Complete {
-							status = "checksums ok"
-							if r, err := checkpoint.Open(dir, t.Tag); err != nil {
-								status = err.Error()
-							} else {
-								if err := r.Verify(); err != nil {
-									status = err.Error()
-								}
-								r.Close()
-							}
-						}
-						latest := ""
-						if t.Latest {
-							latest = " (latest)"
-						}
-						fmt.Fprintf(w, "%-22s %8d %6d %6d %12d  %s%s\n", t.Tag, t.Step, t.WorldSize, t.Stage, t.Bytes, status, latest)
-					}
-					return nil
-				},
+				Action:    runInspect,
 			},
 			{
 				Name:      "export",
@@ -78,4 +49,70 @@ func checkpointCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// runInspect verifies every tag (meta.json checksum, then every tensor) and
+// prints one row each. It fails when any tag, or "latest", does not verify,
+// so scripts can gate on it.
+func runInspect(c *cli.Context) error {
+	dir := c.Args().First()
+	if dir == "" {
+		return fmt.Errorf("checkpoint inspect: give the checkpoints directory (e.g. out/checkpoints)")
+	}
+	tags, err := checkpoint.List(dir)
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "%-22s %8s %6s %6s %12s  %-16s %s\n", "tag", "step", "ranks", "stage", "bytes", "run", "status")
+	var bad []string
+	latestOK := false
+	for _, t := range tags {
+		status := t.Problem
+		if t.Complete {
+			status = "checksums ok"
+			if r, err := checkpoint.Open(dir, t.Tag); err != nil {
+				status = err.Error()
+			} else {
+				if err := r.Verify(); err != nil {
+					status = err.Error()
+				} else if t.Legacy {
+					status += " (meta.json predates its own checksum)"
+				}
+				r.Close()
+			}
+		}
+		ok := strings.HasPrefix(status, "checksums ok")
+		if !ok {
+			bad = append(bad, t.Tag)
+		}
+		latest := ""
+		if t.Latest {
+			latest, latestOK = " (latest)", ok
+		}
+		run := t.RunID
+		if run == "" {
+			run = "-"
+		}
+		fmt.Fprintf(w, "%-22s %8d %6d %6d %12d  %-16s %s%s\n", t.Tag, t.Step, t.WorldSize, t.Stage, t.Bytes, run, status, latest)
+	}
+	var problems []string
+	if len(bad) > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d tags fail verification (%s)", len(bad), len(tags), strings.Join(bad, ", ")))
+	}
+	switch latest, ok, err := checkpoint.Latest(dir); {
+	case err != nil:
+		problems = append(problems, err.Error())
+	case !ok && len(tags) > 0:
+		problems = append(problems, fmt.Sprintf("there is no %q file (gotrain train --resume auto falls back to the newest tag that verifies)", checkpoint.LatestFile))
+	case ok && !latestOK && !slices.Contains(bad, latest):
+		problems = append(problems, fmt.Sprintf("%q names %s, which does not exist", checkpoint.LatestFile, latest))
+	}
+	if len(tags) == 0 {
+		problems = append(problems, "no checkpoint tags in "+dir)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("checkpoint inspect %s: %s", dir, strings.Join(problems, "; "))
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotrain/gotrain/internal/atomicfile"
 	"github.com/gotrain/gotrain/metrics"
 )
 
@@ -78,16 +80,11 @@ func runPlot(c *cli.Context) error {
 	if out == "" {
 		out = filepath.Join(dir, "metrics.png")
 	}
-	f, err := os.Create(out)
+	err = atomicfile.WriteWith(out, func(w io.Writer) error {
+		return metrics.Plot(w, steps, evals, metrics.PlotOptions{
+			Width: c.Int("width"), Height: c.Int("height"), Title: filepath.Base(filepath.Clean(dir))})
+	})
 	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	if err := metrics.Plot(f, steps, evals, metrics.PlotOptions{
-		Width: c.Int("width"), Height: c.Int("height"), Title: filepath.Base(filepath.Clean(dir))}); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "wrote %s (%d steps, %d evals)\n", out, len(steps), len(evals))

@@ -56,7 +56,9 @@ func trainCommand() *cli.Command {
 			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},
 			&cli.IntFlag{Name: "save-every", Usage: "save a checkpoint every `N` steps (always at the end and on SIGTERM/Ctrl-C)"},
 			&cli.IntFlag{Name: "save-total-limit", Usage: "keep only the newest `K` checkpoints (0: all); older ones go only after a newer one is complete"},
-			&cli.StringFlag{Name: "resume", Value: "auto", Usage: "auto (continue from <output-dir>/checkpoints/latest if present), never, or a checkpoints or global_step `DIR`"},
+			&cli.StringFlag{Name: "resume", Value: "never", Usage: "never (start afresh; refused when <output-dir>/checkpoints holds tags), auto (continue from checkpoints/latest, or the newest tag that verifies; afresh when there is none: what a requeued job passes), or a checkpoints or global_step `DIR`"},
+			&cli.BoolFlag{Name: "overwrite", Usage: "start afresh in an output directory that holds checkpoints: they are moved aside to checkpoints.old-<time>, not deleted"},
+			&cli.BoolFlag{Name: "allow-config-change", Usage: "resume although the learning rate, schedule, batch sizes, precision or model differ from the checkpoint's (the differences are listed either way)"},
 			&cli.StringFlag{Name: "metrics-addr", Value: metrics.DefaultMetricsAddr, Usage: "Prometheus endpoint (/metrics, /healthz) `HOST:PORT`; each local rank adds its LOCAL_RANK to the port; 0.0.0.0:PORT to be scraped from elsewhere; off to disable"},
 			&cli.DurationFlag{Name: "comm-timeout", Value: comm.DefaultTimeout, Usage: "deadline of every collective and of the rendezvous (a hung peer fails the run after this)"},
 			// "auto" sources, named as Hugging Face TrainingArguments name them.
@@ -209,6 +211,7 @@ func runTrain(c *cli.Context) error {
 		CheckpointHost: cfg.ActivationCheckpointing.CPUCheckpointing,
 		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out, Observer: prom,
 		SaveEvery: c.Int("save-every"), SaveTotalLimit: c.Int("save-total-limit"), Resume: c.String("resume"),
+		Overwrite: c.Bool("overwrite"), AllowConfigChange: c.Bool("allow-config-change"),
 		ConfigText: configText(c.String("config")), Version: Version,
 	}
 	if rk.WorldSize > 1 {
@@ -227,7 +230,7 @@ func runTrain(c *cli.Context) error {
 	}
 	res, err := trainer.Run(c.Context, be, topts)
 	if err != nil {
-		return err
+		return stoppedExit(err)
 	}
 	if rk.Rank != 0 {
 		return nil
@@ -237,11 +240,7 @@ func runTrain(c *cli.Context) error {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "done: %d steps | loss %.4f → %.4f", res.Steps, res.FirstLoss, res.FinalLoss)
-	if res.FirstValLoss == res.FirstValLoss { // not NaN
-		fmt.Fprintf(out, " | val loss %.4f → %.4f", res.FirstValLoss, res.FinalValLoss)
-	}
-	fmt.Fprintf(out, " | %.0f tok/s | MFU %.1f%% | weights %s\n", res.TokensPerSecond, 100*res.MFU, res.WeightsPath)
+	printSummary(out, res, topts.MaxSteps)
 	return nil
 }
 

@@ -1,0 +1,69 @@
+package trainer_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/cpu"
+	"github.com/gotrain/gotrain/blas"
+	"github.com/gotrain/gotrain/config"
+	"github.com/gotrain/gotrain/data"
+	"github.com/gotrain/gotrain/metrics"
+	"github.com/gotrain/gotrain/model"
+	"github.com/gotrain/gotrain/trainer"
+)
+
+// cancelAt cancels the run's context when step `at` is observed, as a
+// SIGTERM arriving during that step would.
+type cancelAt struct {
+	at     int
+	cancel context.CancelFunc
+}
+
+func (c cancelAt) ObserveStep(rec metrics.StepRecord, _ backend.MemoryStats, _ metrics.CommCounters) {
+	if rec.Step == c.at {
+		c.cancel()
+	}
+}
+
+// TestSignalAfterSaveDoesNotSaveAgain: a stop requested during a step that
+// ends with a scheduled save used to save that step a second time (through
+// a move-aside/rename pair that a kill could split). The stop now returns
+// after the one save.
+func TestSignalAfterSaveDoesNotSaveAgain(t *testing.T) {
+	mcfg := model.Config{MaxT: 16, V: 64, Vp: model.PadVocab(64), L: 1, NH: 2, C: 16}
+	dir := t.TempDir()
+	shard := filepath.Join(dir, "train_000000.bin")
+	if err := data.WriteShard(shard, data.ShardGPT2, markovTokens(40*2*16+1, 64, 2)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("ds.json", []byte(`{"train_micro_batch_size_per_gpu": 2,
+		"optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}`), config.Options{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, _ := cfg.Resolve(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := filepath.Join(dir, "out")
+	var log bytes.Buffer
+	_, err = trainer.Run(ctx, cpu.New(cpu.Options{Gemm: blas.Gonum{}}), trainer.Options{
+		Config: cfg, Batch: batch, Model: mcfg, Seed: 1, Data: []string{shard}, SeqLen: 16, MaxSteps: 30,
+		OutputDir: out, SaveEvery: 2, Log: &log, Observer: cancelAt{at: 4, cancel: cancel},
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after a cancel during step 4: %v, want a stop", err)
+	}
+	tag := "saved checkpoint " + filepath.Join(out, "checkpoints", "global_step4") + " "
+	if n := strings.Count(log.String(), tag); n != 1 {
+		t.Errorf("global_step4 saved %d times, want once:\n%s", n, log.String())
+	}
+	if strings.Contains(log.String(), "global_step5") {
+		t.Errorf("step 5 ran after the stop:\n%s", log.String())
+	}
+}
