@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/gotrain/gotrain/internal/atomicfile"
 )

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/internal/atomicfile"
