@@ -342,7 +342,7 @@ func TestStoreBindsMasterAddrInterfaceOnly(t *testing.T) {
 		{"localhost", nil, "localhost", false},
 		{"10.1.2.3", nil, "10.1.2.3", false},
 		{"node-a", []string{"fd00::5", "10.1.2.3"}, "fd00::5", false},
-		{"node-a", []string{"127.0.1.1"}, "", true},   // the name maps to a loopback alias here
+		{"node-a", []string{"127.0.1.1"}, "", true},       // the name maps to a loopback alias here
 		{"lb.example", []string{"203.0.113.9"}, "", true}, // NAT or a load balancer
 		{"203.0.113.9", nil, "", true},
 	} {
