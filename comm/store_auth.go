@@ -147,8 +147,8 @@ func (e *handshakeError) Unwrap() error { return e.err }
 
 // clientHandshake runs a rank's side: it checks the server is a store of
 // this job and that it knows the key, and proves this rank knows it.
-// target names the store in errors; hint (may be empty) says where the
-// secret came from, for the refusal message.
+// target names the store in errors; hint (may be empty) ends a refusal: where
+// the secret came from and what likely differs.
 func clientHandshake(c net.Conn, key []byte, jobID, target, hint string) error {
 	broken := func(err error) error {
 		return &handshakeError{retry: true, err: fmt.Errorf("rendezvous: the store at %s closed the connection during the handshake: %w", target, err)}
@@ -173,8 +173,8 @@ func clientHandshake(c net.Conn, key []byte, jobID, target, hint string) error {
 		return broken(err)
 	}
 	if string(theirs) != jobID {
-		return &handshakeError{err: fmt.Errorf("rendezvous: the store at %s serves job %s but this rank belongs to job %s: another job is using MASTER_PORT (give each job its own port), or the ranks were started with different GOTRAIN_JOB_ID values%s",
-			target, quoteJob(string(theirs)), quoteJob(jobID), hintSuffix(hint))}
+		return &handshakeError{err: fmt.Errorf("rendezvous: the store at %s serves job %s but this rank belongs to job %s: another job is using MASTER_PORT (give each job its own port), or the ranks were started with different GOTRAIN_JOB_ID values",
+			target, quoteJob(string(theirs)), quoteJob(jobID))}
 	}
 	cn, err := NewNonce()
 	if err != nil {
