@@ -46,6 +46,9 @@ type serverConfig struct {
 	maxRanks    int           // authenticated connections held at once
 }
 
+// replyWriteLimit bounds one reply's write to a rank that is not reading.
+const replyWriteLimit = 30 * time.Second
+
 const (
 	// defaultAuthTimeout is generous for a handshake of one round trip, and
 	// short enough that idle connections go long before they pile up.
@@ -248,7 +251,12 @@ func (s *storeServer) serveConn(c net.Conn) {
 		}
 		wmu.Lock()
 		defer wmu.Unlock()
-		c.Write(e.finish()) // a dead client is noticed by the read loop
+		// A client that stops reading must not pin this handler: its
+		// write fails, and the read loop notices the dead client.
+		c.SetWriteDeadline(time.Now().Add(replyWriteLimit))
+		if _, err := c.Write(e.finish()); err != nil {
+			c.Close()
+		}
 	}
 	for {
 		body, err := readMessage(c)
