@@ -3,6 +3,7 @@ package comm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"runtime"
@@ -431,4 +432,19 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
 	}
 	return l.Listener.Accept()
+}
+
+// TestRendezvousInterruptedIsNotATimeout: a rank stopped (Ctrl-C) while
+// waiting for rank 0 said it "could not reach rank 0's store within"
+// however long it had waited, as if it had timed out.
+func TestRendezvousInterruptedIsNotATimeout(t *testing.T) {
+	ln, port := loopbackListener(t)
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, err := Rendezvous(ctx, RendezvousOptions{Rank: 1, Size: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "rank 1 stopped waiting for rank 0's store at 127.0.0.1:") ||
+		!errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted rendezvous: %v", err)
+	}
 }

@@ -92,6 +92,10 @@ func dialStore(ctx context.Context, host string, port, rank, size int, timeout t
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, fmt.Errorf("rendezvous: rank %d stopped waiting for rank 0's store at %s after %s: %w (last attempt: %v)",
+					rank, target, roundDuration(time.Since(start)), ctx.Err(), err)
+			}
 			return nil, fmt.Errorf("rendezvous: rank %d could not reach rank 0's store at %s within %s: %v; check MASTER_ADDR/MASTER_PORT and that rank 0 is running",
 				rank, target, roundDuration(time.Since(start)), err)
 		case <-time.After(backoff):
