@@ -14,10 +14,11 @@ import (
 // connections can no longer exhaust the listener's file descriptors or lock
 // the real ranks out. Safe for concurrent use.
 type PendingConns struct {
-	mu    sync.Mutex
-	max   int
-	seq   uint64
-	conns map[net.Conn]uint64 // admission order
+	mu     sync.Mutex
+	max    int
+	seq    uint64
+	conns  map[net.Conn]uint64 // admission order
+	closed bool
 }
 
 // NewPendingConns returns an empty set holding at most max connections
@@ -30,11 +31,15 @@ func NewPendingConns(max int) *PendingConns {
 }
 
 // Admit adds c, first closing the oldest pending connection when the set
-// is full. It reports how many were evicted (0 or 1).
-func (p *PendingConns) Admit(c net.Conn) int {
+// is full. Once CloseAll ran, it closes c instead and reports false, so a
+// connection accepted while the listener shuts down is not left open.
+func (p *PendingConns) Admit(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	evicted := 0
+	if p.closed {
+		c.Close()
+		return false
+	}
 	for len(p.conns) >= p.max {
 		var oldest net.Conn
 		var at uint64
@@ -45,11 +50,10 @@ func (p *PendingConns) Admit(c net.Conn) int {
 		}
 		delete(p.conns, oldest)
 		oldest.Close()
-		evicted++
 	}
 	p.seq++
 	p.conns[c] = p.seq
-	return evicted
+	return true
 }
 
 // Done removes c once its handshake ended either way. It reports whether c
@@ -70,10 +74,12 @@ func (p *PendingConns) Len() int {
 	return len(p.conns)
 }
 
-// CloseAll closes and forgets every pending connection.
+// CloseAll closes and forgets every pending connection, and every one
+// admitted later.
 func (p *PendingConns) CloseAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	for c := range p.conns {
 		c.Close()
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"time"
 )
 
 // The store handshake. Nothing else is read from or served to a connection
@@ -219,11 +218,4 @@ func hintSuffix(hint string) string {
 		return ""
 	}
 	return "; " + hint
-}
-
-// authFailure is one connection that did not prove the secret, kept for
-// the rendezvous' timeout message.
-type authFailure struct {
-	from string
-	at   time.Time
 }

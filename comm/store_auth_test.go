@@ -448,3 +448,30 @@ func TestRendezvousInterruptedIsNotATimeout(t *testing.T) {
 		t.Fatalf("interrupted rendezvous: %v", err)
 	}
 }
+
+func TestPendingConnsEvictsOldestAndClosesLateArrivals(t *testing.T) {
+	p := NewPendingConns(2)
+	var ends []net.Conn
+	for range 3 {
+		a, b := net.Pipe()
+		defer b.Close()
+		ends = append(ends, b)
+		if !p.Admit(a) {
+			t.Fatal("admission refused before CloseAll")
+		}
+	}
+	closed := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	if !closed(ends[0]) || closed(ends[1]) || p.Len() != 2 {
+		t.Fatalf("after 3 admissions with cap 2: oldest closed %v, second closed %v, %d held", closed(ends[0]), closed(ends[1]), p.Len())
+	}
+	p.CloseAll()
+	a, b := net.Pipe()
+	defer b.Close()
+	if p.Admit(a) || !closed(b) || !closed(ends[2]) || p.Len() != 0 {
+		t.Fatal("a connection admitted after CloseAll was kept open")
+	}
+}

@@ -164,7 +164,9 @@ func (c *Comm) acceptLoop(ln *net.TCPListener, key []byte, deadline time.Time, p
 			}
 		}
 		backoff = 0
-		pending.Admit(conn)
+		if !pending.Admit(conn) {
+			return net.ErrClosed // acceptPeers is returning
+		}
 		wg.Go(func() {
 			rank, err := c.greetAccepted(conn, key, deadline)
 			if !pending.Done(conn) || err != nil {
