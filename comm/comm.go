@@ -3,7 +3,8 @@
 // reduce-scatter, all-gather, broadcast, barrier, abort) over backend
 // Buffers, its error types (a lost peer, an abort, a timeout), per-op
 // statistics for metrics, the rendezvous Store served by rank 0 on
-// MASTER_ADDR:MASTER_PORT, and bandwidth measurement helpers.
+// MASTER_ADDR:MASTER_PORT (only to connections that prove the job secret;
+// store_auth.go), and bandwidth measurement helpers.
 //
 // Implementations live in sub-packages: comm/tcp (CPU, over TCP) and
 // comm/ncclcomm (GPU, over NCCL).

@@ -26,6 +26,14 @@ type Store interface {
 	// (a master host whose /etc/hosts maps its own name to 127.0.1.1), it is
 	// MASTER_ADDR itself, which every rank can reach.
 	AdvertiseHost() string
+	// JobID is the job id this rank joined with (RendezvousOptions.JobID).
+	JobID() string
+	// PeerKey is the key the ranks of this job prove themselves with when
+	// they connect to each other for purpose (comm/tcp's peer hello uses
+	// "tcp/" + the communicator's name). It is derived from the job secret
+	// and job id, equal on every rank, and different for every purpose, so
+	// a proof made for one connection cannot be replayed on another.
+	PeerKey(purpose string) []byte
 
 	// Set stores value under key, replacing any earlier value.
 	Set(ctx context.Context, key string, value []byte) error
@@ -55,10 +63,28 @@ type RendezvousOptions struct {
 	// Timeout bounds the rendezvous and is the store's default timeout for
 	// later calls; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// ConfigHash, when not empty, must be equal on every rank (e.g. a hash
-	// of the training config and the binary version); a mismatch fails the
-	// rendezvous on every rank.
-	ConfigHash string
+	// Secret is the job's shared secret. Every connection to the store and
+	// every connection between ranks proves knowledge of it (an HMAC over a
+	// fresh nonce of the other side) before anything else is read, and the
+	// store proves it back, so nobody without it can read or write a key,
+	// join, or pass as a rank. It may be empty only when Addr is a loopback
+	// address (tests, in-process worlds); it is then an empty key, which
+	// anyone on the host can use.
+	Secret []byte
+	// JobID names the job (at most MaxJobIDLen bytes; may be empty). Rank 0's
+	// store announces it before any proof, so a rank of another job on the
+	// same port is refused with both names instead of a bare "wrong secret".
+	JobID string
+	// SecretHint, when not empty, ends the error of a rank the store refused:
+	// where its secret came from and what likely differs.
+	SecretHint string
+	// Fields must agree on every rank (the resolved config, batch sizes,
+	// sequence length, data files, version, ...). A disagreement fails the
+	// rendezvous on every rank, naming each differing field with both values.
+	Fields []Field
+	// Warnf, when not nil, receives warnings worth a user's attention (rank 0
+	// had to serve the store on every interface).
+	Warnf func(format string, args ...any)
 	// Listener, on rank 0 only, is served instead of listening on
 	// Addr:Port, for callers that bound the port already (tests use
 	// 127.0.0.1:0). Other ranks dial Addr:Port.
@@ -66,9 +92,10 @@ type RendezvousOptions struct {
 }
 
 // Rendezvous starts the store server on rank 0, connects this rank to it
-// (retrying while rank 0 is still starting) and waits until all Size ranks
-// joined with the same world size and config hash. When a rank never
-// arrives, the error names the missing ranks on every rank that did.
+// (retrying while rank 0 is still starting), proves the job secret, and
+// waits until all Size ranks joined with the same world size and fields.
+// When a rank never arrives, the error names the missing ranks on every
+// rank that did.
 func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 	if o.Size < 1 {
 		return nil, fmt.Errorf("rendezvous: WORLD_SIZE is %d; it must be at least 1", o.Size)
@@ -85,6 +112,12 @@ func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 	if o.Listener != nil && o.Rank != 0 {
 		return nil, fmt.Errorf("rendezvous: rank %d was given a listener; only rank 0 serves the store", o.Rank)
 	}
+	if len(o.JobID) > MaxJobIDLen {
+		return nil, fmt.Errorf("rendezvous: the job id is %d bytes long; at most %d are allowed", len(o.JobID), MaxJobIDLen)
+	}
+	if len(o.Secret) == 0 && !isLoopbackHost(o.Addr) {
+		return nil, fmt.Errorf("rendezvous: no job secret for a store at MASTER_ADDR=%s, which other hosts can reach; start the ranks with gotrain launch, or give every rank the same GOTRAIN_JOB_SECRET", o.Addr)
+	}
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -100,7 +133,7 @@ func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 		ln := o.Listener
 		if ln == nil {
 			var err error
-			if ln, err = listenStore(o.Addr, o.Port); err != nil {
+			if ln, err = listenStore(ctx, o.Addr, o.Port, o.Warnf); err != nil {
 				return nil, err
 			}
 		}
@@ -110,9 +143,9 @@ func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 				host = a.IP.String()
 			}
 		}
-		srv = newStoreServer(ln, o.Size)
+		srv = newStoreServer(ln, o.Size, serverConfig{key: storeKey(o.Secret, o.JobID), jobID: o.JobID})
 	}
-	cl, err := dialStore(ctx, host, port, o.Rank, o.Size, timeout)
+	cl, err := dialStore(ctx, host, port, o.Rank, o.Size, timeout, clientAuth{secret: o.Secret, jobID: o.JobID, hint: o.SecretHint})
 	if err != nil {
 		if srv != nil {
 			srv.close()
@@ -120,7 +153,7 @@ func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 		return nil, err
 	}
 	cl.server = srv
-	if err := cl.join(ctx, o.ConfigHash, timeout); err != nil {
+	if err := cl.join(ctx, o.Fields, timeout); err != nil {
 		cl.server = nil
 		cl.Close()
 		if srv != nil {
@@ -136,20 +169,79 @@ func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 // every other rank receives the same explanation.
 const joinDrain = 2 * time.Second
 
-// listenStore binds MASTER_PORT: on the loopback address itself when
-// MASTER_ADDR is loopback (nothing outside the host needs it), otherwise on
-// every interface, because MASTER_ADDR may name this host through an address
-// it cannot bind (a NAT or a load balancer).
-func listenStore(addr string, port int) (net.Listener, error) {
-	host := ""
-	if isLoopbackHost(addr) {
-		host = addr
+// listenStore binds MASTER_PORT on the interface MASTER_ADDR names, so the
+// store is not offered on networks the job does not use. When MASTER_ADDR
+// names no address of this host that other hosts can reach (NAT, a load
+// balancer, or a host whose /etc/hosts maps its own name to 127.0.1.1), the
+// interface peers arrive on cannot be known, so it serves every interface
+// and says so through warnf: connections must still prove the job secret.
+func listenStore(ctx context.Context, addr string, port int, warnf func(string, ...any)) (net.Listener, error) {
+	var resolved []net.IP
+	if !isLoopbackHost(addr) && net.ParseIP(addr) == nil {
+		ips, err := net.DefaultResolver.LookupIPAddr(ctx, addr)
+		if err != nil {
+			return nil, fmt.Errorf("rendezvous: rank 0 cannot resolve MASTER_ADDR %q: %w; set MASTER_ADDR to this host's name or address as the other hosts know it", addr, err)
+		}
+		for _, ip := range ips {
+			resolved = append(resolved, ip.IP)
+		}
+	}
+	host, warning := bindHost(addr, resolved, localIPs())
+	if warning != "" && warnf != nil {
+		warnf("%s", warning)
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("rendezvous: rank 0 cannot serve the store on MASTER_PORT %d: %w (is another job using it?)", port, err)
 	}
 	return ln, nil
+}
+
+// bindHost picks the address rank 0's store listens on for MASTER_ADDR addr
+// ("" for every interface, with a warning): addr itself when it is loopback
+// or a local IP literal, else the first of resolved (addr's addresses) that
+// is one of this host's non-loopback addresses local.
+func bindHost(addr string, resolved, local []net.IP) (host, warning string) {
+	if isLoopbackHost(addr) {
+		return addr, ""
+	}
+	isLocal := func(ip net.IP) bool {
+		for _, l := range local {
+			if l.Equal(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	if ip := net.ParseIP(addr); ip != nil {
+		if isLocal(ip) {
+			return addr, ""
+		}
+		resolved = []net.IP{ip}
+	}
+	for _, ip := range resolved {
+		if !ip.IsLoopback() && isLocal(ip) {
+			return ip.String(), ""
+		}
+	}
+	return "", fmt.Sprintf("warning: MASTER_ADDR=%s is %v here, not an address other hosts reach this host at, so rank 0 serves the store on every interface (every connection must still prove the job secret); set MASTER_ADDR to this host's address on the training network to serve only there",
+		addr, resolved)
+}
+
+// localIPs lists this host's interface addresses (none when they cannot be
+// read: then the store serves every interface, with the warning).
+func localIPs() []net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var ips []net.IP
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			ips = append(ips, n.IP)
+		}
+	}
+	return ips
 }
 
 // isLoopbackHost reports whether host is "localhost" or a loopback IP

@@ -19,6 +19,8 @@ type storeClient struct {
 	timeout    time.Duration
 	conn       net.Conn
 	advertise  string
+	secret     []byte
+	jobID      string
 	server     *storeServer // rank 0 only
 
 	wmu sync.Mutex // serializes writes of whole messages
@@ -42,29 +44,58 @@ var _ Store = (*storeClient)(nil)
 // for the reply before it decides rank 0 stopped answering.
 const replyGrace = 5 * time.Second
 
-// dialStore connects to the store, retrying while rank 0 is still starting
-// until ctx ends.
-func dialStore(ctx context.Context, host string, port, rank, size int, timeout time.Duration) (*storeClient, error) {
+// clientAuth is what a rank proves to the store with, and what it says
+// when refused.
+type clientAuth struct {
+	secret []byte
+	jobID  string
+	hint   string
+}
+
+// handshakeTimeout bounds one handshake, so a service on MASTER_PORT that
+// accepts and says nothing cannot hold a rank until the rendezvous timeout.
+const handshakeTimeout = 10 * time.Second
+
+// dialStore connects to the store and runs the handshake, retrying while
+// rank 0 is still starting (or shed this connection as idle) until ctx
+// ends. A refusal or a foreign service fails at once.
+func dialStore(ctx context.Context, host string, port, rank, size int, timeout time.Duration, auth clientAuth) (*storeClient, error) {
 	target := net.JoinHostPort(host, strconv.Itoa(port))
+	key := storeKey(auth.secret, auth.jobID)
 	start := time.Now()
 	backoff := 20 * time.Millisecond
 	var d net.Dialer
 	for {
 		conn, err := d.DialContext(ctx, "tcp", target)
 		if err == nil {
-			c := &storeClient{
-				rank: rank, size: size, target: target, timeout: timeout, conn: conn,
-				pending: make(map[uint64]chan storeReply),
-				done:    make(chan struct{}),
+			conn.SetDeadline(earliest(callDeadline(ctx, handshakeTimeout), time.Now().Add(handshakeTimeout)))
+			err = clientHandshake(conn, key, auth.jobID, target, auth.hint)
+			if err == nil {
+				conn.SetDeadline(time.Time{})
+				c := &storeClient{
+					rank: rank, size: size, target: target, timeout: timeout, conn: conn,
+					secret: auth.secret, jobID: auth.jobID,
+					pending: make(map[uint64]chan storeReply),
+					done:    make(chan struct{}),
+				}
+				if a, ok := conn.LocalAddr().(*net.TCPAddr); ok {
+					c.advertise = advertiseHost(a.IP, host)
+				}
+				go c.readLoop()
+				return c, nil
 			}
-			if a, ok := conn.LocalAddr().(*net.TCPAddr); ok {
-				c.advertise = advertiseHost(a.IP, host)
+			conn.Close()
+			var he *handshakeError
+			if errors.As(err, &he) && !he.retry && ctx.Err() == nil {
+				return nil, err
 			}
-			go c.readLoop()
-			return c, nil
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, fmt.Errorf("rendezvous: rank %d stopped waiting for rank 0's store at %s after %s: %w (last attempt: %v)",
+					rank, target, roundDuration(time.Since(start)), ctx.Err(), err)
+			}
 			return nil, fmt.Errorf("rendezvous: rank %d could not reach rank 0's store at %s within %s: %v; check MASTER_ADDR/MASTER_PORT and that rank 0 is running",
 				rank, target, roundDuration(time.Since(start)), err)
 		case <-time.After(backoff):
@@ -73,9 +104,20 @@ func dialStore(ctx context.Context, host string, port, rank, size int, timeout t
 	}
 }
 
+// earliest is the earlier of two deadlines.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 func (c *storeClient) Rank() int             { return c.rank }
 func (c *storeClient) Size() int             { return c.size }
 func (c *storeClient) AdvertiseHost() string { return c.advertise }
+func (c *storeClient) JobID() string         { return c.jobID }
+
+func (c *storeClient) PeerKey(purpose string) []byte { return peerKey(c.secret, c.jobID, purpose) }
 
 func (c *storeClient) readLoop() {
 	defer close(c.done)
@@ -186,12 +228,16 @@ func (c *storeClient) wait(ctx context.Context) time.Duration {
 	return max(time.Until(callDeadline(ctx, c.timeout)), 0)
 }
 
-func (c *storeClient) join(ctx context.Context, hash string, timeout time.Duration) error {
+func (c *storeClient) join(ctx context.Context, fields []Field, timeout time.Duration) error {
 	wait := min(c.wait(ctx), timeout)
 	_, err := c.call(ctx, opJoin, func(e *encoder) {
 		e.i64(int64(c.rank))
 		e.i64(int64(c.size))
-		e.str(hash)
+		e.i64(int64(len(fields)))
+		for _, f := range fields {
+			e.str(f.Name)
+			e.str(f.Value)
+		}
 		e.dur(wait)
 	}, wait)
 	return err

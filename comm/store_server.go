@@ -13,27 +13,62 @@ import (
 // storeServer is the rendezvous store rank 0 serves. All state sits under
 // mu; every change closes and replaces changed, which wakes the blocked Gets
 // and Waits to look again.
+//
+// A connection is pending until it proves the job secret (at most
+// cfg.maxPending at once, the oldest evicted first, each for at most
+// cfg.authTimeout), then a rank's connection in conns (at most
+// cfg.maxRanks). Nothing but the handshake is read from a pending one.
 type storeServer struct {
-	ln   net.Listener
-	size int
-	wg   sync.WaitGroup
+	ln      net.Listener
+	size    int
+	cfg     serverConfig
+	pending *PendingConns
+	quit    chan struct{} // closed by close; ends accept backoffs
+	wg      sync.WaitGroup
 
 	mu       sync.Mutex
 	closed   bool
-	conns    map[net.Conn]struct{}
+	conns    map[net.Conn]struct{} // authenticated
 	kv       map[string][]byte
 	changed  chan struct{}
 	join     joinState
 	barriers map[string]*barrierState
+	refused  int    // connections whose proof was wrong
+	lastFrom string // the last of them, for the join's timeout message
 }
 
+// serverConfig is who the store serves and how much it holds.
+type serverConfig struct {
+	key         []byte // storeKey(secret, job id)
+	jobID       string
+	authTimeout time.Duration // for a new connection to prove the secret
+	maxPending  int           // unauthenticated connections held at once
+	maxRanks    int           // authenticated connections held at once
+}
+
+// replyWriteLimit bounds one reply's write to a rank that is not reading.
+const replyWriteLimit = 30 * time.Second
+
+const (
+	// defaultAuthTimeout is generous for a handshake of one round trip, and
+	// short enough that idle connections go long before they pile up.
+	defaultAuthTimeout = 10 * time.Second
+	defaultMaxPending  = 64
+)
+
+// maxRankConns leaves room for each rank's connection plus a restarted or
+// duplicate process, whose join is refused with an explanation.
+func maxRankConns(size int) int { return 2*size + 8 }
+
 // joinState is the rendezvous itself: a barrier that also checks every
-// rank agrees on the world size and config hash, and can fail for everyone
-// at once when one rank disagrees.
+// rank agrees on the world size and on every field, and can fail for
+// everyone at once when one rank disagrees. Fields are compared with rank
+// 0's; ranks that arrive before rank 0 wait in early.
 type joinState struct {
 	arrived  map[int]bool
-	hash     string
-	hashRank int // the rank whose hash the others must match; -1 before any
+	ref      []Field // rank 0's fields
+	haveRef  bool
+	early    map[int][]Field
 	done     chan struct{}
 	failed   error
 	complete bool
@@ -47,37 +82,66 @@ type barrierState struct {
 	failed  error
 }
 
-func newStoreServer(ln net.Listener, size int) *storeServer {
+func newStoreServer(ln net.Listener, size int, cfg serverConfig) *storeServer {
+	if cfg.authTimeout <= 0 {
+		cfg.authTimeout = defaultAuthTimeout
+	}
+	if cfg.maxPending <= 0 {
+		cfg.maxPending = defaultMaxPending
+	}
+	if cfg.maxRanks <= 0 {
+		cfg.maxRanks = maxRankConns(size)
+	}
 	s := &storeServer{
 		ln:       ln,
 		size:     size,
+		cfg:      cfg,
+		pending:  NewPendingConns(cfg.maxPending),
+		quit:     make(chan struct{}),
 		conns:    make(map[net.Conn]struct{}),
 		kv:       make(map[string][]byte),
 		changed:  make(chan struct{}),
 		barriers: make(map[string]*barrierState),
-		join:     joinState{arrived: make(map[int]bool), hashRank: -1, done: make(chan struct{})},
+		join:     joinState{arrived: make(map[int]bool), early: make(map[int][]Field), done: make(chan struct{})},
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s
 }
 
+// acceptLoop accepts until the server closes. Any other Accept error (file
+// descriptors exhausted, a connection reset in the backlog) is waited out
+// with a growing pause instead of ending the store for the rest of the run.
 func (s *storeServer) acceptLoop() {
 	defer s.wg.Done()
+	var backoff time.Duration
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
-			return // closed; a store cannot outlive its listener
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed || ListenerClosed(err) {
+				return
+			}
+			backoff = AcceptBackoff(backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.quit:
+				return
+			}
+			continue
 		}
+		backoff = 0
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return
 		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
+		s.pending.Admit(c)
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go s.serveConn(c)
 	}
 }
@@ -91,15 +155,17 @@ func (s *storeServer) close() {
 		return
 	}
 	s.closed = true
+	close(s.quit)
 	for c := range s.conns {
 		c.Close()
 	}
+	s.pending.CloseAll()
 	s.mu.Unlock()
 	s.ln.Close()
 	s.wg.Wait()
 }
 
-// drain waits until every client disconnected or grace passed, so the
+// drain waits until every rank disconnected or grace passed, so the
 // answers to a failed rendezvous reach the other ranks before rank 0 stops
 // the server.
 func (s *storeServer) drain(grace time.Duration) {
@@ -117,10 +183,50 @@ func (s *storeServer) drain(grace time.Duration) {
 
 var errStoreClosed = errors.New("rendezvous: the store on rank 0 is shutting down")
 
-// serveConn answers one client. Blocking requests run in their own
-// goroutines and give up when the connection ends (gone), so a rank that
-// died stops counting as arrived at a barrier it was waiting in.
+// authenticate runs the handshake on a pending connection and, once the
+// client proved the secret, moves it to the ranks' connections. It reports
+// whether the connection may be served.
+func (s *storeServer) authenticate(c net.Conn) bool {
+	c.SetDeadline(time.Now().Add(s.cfg.authTimeout))
+	err := serverHandshake(c, s.cfg.key, s.cfg.jobID, func() uint8 {
+		// Leave the pending set before answering, so an eviction cannot
+		// close a connection the client was told is accepted.
+		if !s.pending.Done(c) {
+			return 0
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed || len(s.conns) >= s.cfg.maxRanks {
+			return authBusy
+		}
+		s.conns[c] = struct{}{}
+		return authAccepted
+	})
+	s.pending.Done(c)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.conns, c)
+		if errors.Is(err, errBadProof) {
+			s.refused++
+			s.lastFrom = c.RemoteAddr().String()
+		}
+		s.mu.Unlock()
+		return false
+	}
+	c.SetDeadline(time.Time{})
+	return true
+}
+
+// serveConn answers one client once it authenticated. Blocking requests
+// run in their own goroutines and give up when the connection ends (gone),
+// so a rank that died stops counting as arrived at a barrier it was
+// waiting in.
 func (s *storeServer) serveConn(c net.Conn) {
+	if !s.authenticate(c) {
+		c.Close()
+		s.wg.Done()
+		return
+	}
 	gone := make(chan struct{})
 	var handlers sync.WaitGroup
 	defer func() {
@@ -145,7 +251,12 @@ func (s *storeServer) serveConn(c net.Conn) {
 		}
 		wmu.Lock()
 		defer wmu.Unlock()
-		c.Write(e.finish()) // a dead client is noticed by the read loop
+		// A client that stops reading must not pin this handler: its
+		// write fails, and the read loop notices the dead client.
+		c.SetWriteDeadline(time.Now().Add(replyWriteLimit))
+		if _, err := c.Write(e.finish()); err != nil {
+			c.Close()
+		}
 	}
 	for {
 		body, err := readMessage(c)
@@ -223,11 +334,16 @@ func (s *storeServer) notifyLocked() {
 func (s *storeServer) handleBlocking(op uint8, d *decoder, gone <-chan struct{}) ([]byte, error) {
 	switch op {
 	case opJoin:
-		rank, size, hash, wait := int(d.i64()), int(d.i64()), d.str(), d.dur()
+		rank, size := int(d.i64()), int(d.i64())
+		fields := make([]Field, d.count(8)) // each field: two length prefixes
+		for i := range fields {
+			fields[i] = Field{Name: d.str(), Value: d.str()}
+		}
+		wait := d.dur()
 		if d.err != nil {
 			return nil, d.err
 		}
-		return nil, s.handleJoin(rank, size, hash, wait, gone)
+		return nil, s.handleJoin(rank, size, fields, wait, gone)
 	case opGet:
 		key, wait := d.str(), d.dur()
 		if d.err != nil {
@@ -244,11 +360,7 @@ func (s *storeServer) handleBlocking(op uint8, d *decoder, gone <-chan struct{})
 		}
 		return v, err
 	case opWait:
-		n := int(d.i64())
-		if n < 0 || n > maxStoreMessage {
-			return nil, errShortMessage
-		}
-		keys := make([]string, n)
+		keys := make([]string, d.count(4)) // each key: a length prefix
 		for i := range keys {
 			keys[i] = d.str()
 		}
@@ -311,7 +423,7 @@ func (s *storeServer) waitUntil(wait time.Duration, gone <-chan struct{}, ready 
 	}
 }
 
-func (s *storeServer) handleJoin(rank, size int, hash string, wait time.Duration, gone <-chan struct{}) error {
+func (s *storeServer) handleJoin(rank, size int, fields []Field, wait time.Duration, gone <-chan struct{}) error {
 	s.mu.Lock()
 	j := &s.join
 	switch {
@@ -325,14 +437,10 @@ func (s *storeServer) handleJoin(rank, size int, hash string, wait time.Duration
 		j.failed = fmt.Errorf("rendezvous: a process joined as rank %d, outside [0, %d)", rank, s.size)
 	case j.arrived[rank]:
 		j.failed = fmt.Errorf("rendezvous: two processes joined as rank %d; every rank needs its own RANK", rank)
-	case j.hashRank >= 0 && hash != j.hash:
-		j.failed = fmt.Errorf("rendezvous: rank %d has config hash %q but rank %d has %q; every rank must run the same binary and config", rank, hash, j.hashRank, j.hash)
 	default:
-		if j.hashRank < 0 {
-			j.hash, j.hashRank = hash, rank
-		}
 		j.arrived[rank] = true
-		if len(j.arrived) == s.size {
+		j.compareFields(rank, fields)
+		if j.failed == nil && len(j.arrived) == s.size {
 			j.complete = true
 			close(j.done)
 		}
@@ -363,8 +471,8 @@ func (s *storeServer) handleJoin(rank, size int, hash string, wait time.Duration
 		if j.complete || j.failed != nil {
 			return j.failed
 		}
-		j.failed = fmt.Errorf("rendezvous: ranks %v of %d did not arrive within %s; check that every rank was started with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE",
-			missingRanks(j.arrived, s.size), s.size, roundDuration(wait))
+		j.failed = fmt.Errorf("rendezvous: ranks %v of %d did not arrive within %s; check that every rank was started with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE%s",
+			missingRanks(j.arrived, s.size), s.size, roundDuration(wait), s.refusedNoteLocked())
 		close(j.done)
 		return j.failed
 	case <-gone:
@@ -372,9 +480,48 @@ func (s *storeServer) handleJoin(rank, size int, hash string, wait time.Duration
 		defer s.mu.Unlock()
 		if !j.complete {
 			delete(j.arrived, rank)
+			delete(j.early, rank)
 		}
 		return errStoreClosed
 	}
+}
+
+// compareFields checks rank's fields against rank 0's, or keeps them until
+// rank 0 arrives, and records the first disagreement as the join's failure.
+func (j *joinState) compareFields(rank int, fields []Field) {
+	if rank != 0 {
+		if !j.haveRef {
+			j.early[rank] = fields
+			return
+		}
+		if msg := fieldsDisagreement(j.ref, fields, rank); msg != "" {
+			j.failed = errors.New(msg)
+		}
+		return
+	}
+	j.ref, j.haveRef = fields, true
+	ranks := make([]int, 0, len(j.early))
+	for r := range j.early {
+		ranks = append(ranks, r)
+	}
+	slices.Sort(ranks)
+	for _, r := range ranks {
+		if msg := fieldsDisagreement(j.ref, j.early[r], r); msg != "" {
+			j.failed = errors.New(msg)
+			break
+		}
+	}
+	j.early = nil
+}
+
+// refusedNoteLocked explains a missing rank by the connections that failed
+// to prove the secret, if any did.
+func (s *storeServer) refusedNoteLocked() string {
+	if s.refused == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d connection(s) to the store failed to prove the job secret, the last from %s: a rank started with a different job secret (or, when it was derived, different settings), or a rank of another job using this port",
+		s.refused, s.lastFrom)
 }
 
 func (s *storeServer) handleBarrier(name string, rank int, wait time.Duration, gone <-chan struct{}) error {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // loopbackListener binds 127.0.0.1 on a free port for rank 0's store.
@@ -223,14 +224,42 @@ func TestRendezvousRejectsMismatchedWorldSize(t *testing.T) {
 	}
 }
 
-func TestRendezvousRejectsMismatchedConfigHash(t *testing.T) {
-	_, errs := rendezvousAll(t, 2, []int{0, 1}, func(o *RendezvousOptions) {
-		o.ConfigHash = fmt.Sprintf("cfg-%d", o.Rank)
-	})
-	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "config hash") {
-			t.Fatalf("rank %d: %v", r, err)
+func TestRendezvousNamesDisagreeingFields(t *testing.T) {
+	// Rank 2 arrives before rank 0 would matter: whoever comes first, the
+	// error compares with rank 0 and is the same on every rank.
+	_, errs := rendezvousAll(t, 3, []int{0, 1, 2}, func(o *RendezvousOptions) {
+		o.Fields = []Field{{"version", "dev"}, {"config.optimizer.params.lr", "0.001"}, {"seq_len", "64"}, {"data", "1 file"}}
+		if o.Rank == 2 {
+			o.Fields[1].Value = "0.002"
+			o.Fields[2].Value = "128"
+			o.Fields = append(o.Fields, Field{"init_from", "gpt2.bin"})
 		}
+	})
+	want := "rendezvous: rank 2 disagrees with rank 0 on 3 settings: config.optimizer.params.lr: 0.001 (rank 0) ≠ 0.002 (rank 2); seq_len: 64 ≠ 128; init_from: (absent) ≠ gpt2.bin. Every rank must run the same config, command line, data and gotrain version"
+	for r, err := range errs {
+		if err == nil || err.Error() != want {
+			t.Fatalf("rank %d: %v\nwant: %s", r, err, want)
+		}
+	}
+}
+
+func TestFieldsDisagreementListsAtMostTen(t *testing.T) {
+	var ref, got []Field
+	for i := range 14 {
+		ref = append(ref, Field{fmt.Sprintf("k%02d", i), "a"})
+		got = append(got, Field{fmt.Sprintf("k%02d", i), "b"})
+	}
+	got[13].Value = strings.Repeat("é", 200)
+	msg := fieldsDisagreement(ref, got, 3)
+	if !strings.HasPrefix(msg, "rendezvous: rank 3 disagrees with rank 0 on 14 settings: k00: a (rank 0) ≠ b (rank 3); k01: a ≠ b;") ||
+		!strings.Contains(msg, "k09: a ≠ b; and 4 more.") || strings.Contains(msg, "k10") {
+		t.Fatal(msg)
+	}
+	if m := fieldsDisagreement(ref, ref, 1); m != "" {
+		t.Fatalf("equal fields: %q", m)
+	}
+	if s := shown(got[13].Value); !strings.HasSuffix(s, "…") || len(s) > maxShownValue+len("…") || !utf8.ValidString(s) {
+		t.Fatalf("cut value %q", s)
 	}
 }
 

@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,8 +16,12 @@ import (
 // length then the bytes; integers are i64. Requests on one connection may be
 // answered out of order (a blocking Get does not hold up a Set), so the id
 // pairs them.
+//
+// Messages flow only after the handshake (store_auth.go), and every count
+// in a request is checked against the bytes that follow it, so no request
+// makes the server allocate more than the request's own length.
 const (
-	opJoin    uint8 = iota + 1 // rank, size, config hash, wait ms
+	opJoin    uint8 = iota + 1 // rank, size, n, n × (field name, value), wait ms
 	opSet                      // key, value
 	opGet                      // key, wait ms → value
 	opAdd                      // key, delta → new value
@@ -29,9 +34,15 @@ const (
 	statusErr uint8 = 1
 )
 
-// maxStoreMessage bounds a message so a stray connection (a port scanner,
-// an HTTP client) cannot make the server allocate gigabytes.
+// maxStoreMessage bounds a message. Only ranks that proved the job secret
+// send messages at all; the bound keeps a confused one from making rank 0
+// allocate gigabytes.
 const maxStoreMessage = 64 << 20
+
+// eagerMessage is the largest body read into a buffer sized from the
+// header alone; longer bodies grow as their bytes arrive, so a header that
+// promises more than is sent costs nothing.
+const eagerMessage = 64 << 10
 
 // encoder builds one message: a length placeholder, then the body.
 type encoder struct{ b []byte }
@@ -63,7 +74,10 @@ type decoder struct {
 var errShortMessage = errors.New("short store message")
 
 func (d *decoder) take(n int) []byte {
-	if d.err != nil || n < 0 || len(d.b) < n {
+	if d.err != nil {
+		return nil
+	}
+	if n < 0 || len(d.b) < n {
 		d.err = errShortMessage
 		return nil
 	}
@@ -98,6 +112,21 @@ func (d *decoder) bytes() []byte {
 
 func (d *decoder) str() string { return string(d.bytes()) }
 
+// count reads an i64 element count and checks it against the bytes left:
+// each element takes at least each bytes, so a count the message cannot
+// hold fails here, before anything is allocated for it.
+func (d *decoder) count(each int) int {
+	n := d.i64()
+	if d.err != nil {
+		return 0
+	}
+	if n < 0 || n > int64(len(d.b)/each) {
+		d.err = fmt.Errorf("store message claims %d elements but holds %d bytes", n, len(d.b))
+		return 0
+	}
+	return int(n)
+}
+
 func (d *decoder) dur() time.Duration { return time.Duration(d.i64()) * time.Millisecond }
 
 // readMessage reads one length-prefixed body.
@@ -110,9 +139,20 @@ func readMessage(r io.Reader) ([]byte, error) {
 	if n > maxStoreMessage {
 		return nil, fmt.Errorf("store message of %d bytes exceeds the %d-byte limit (not a gotrain peer?)", n, maxStoreMessage)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
+	if n <= eagerMessage {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	var body bytes.Buffer
+	body.Grow(eagerMessage)
+	if _, err := io.CopyN(&body, r, int64(n)); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		return nil, err
 	}
-	return body, nil
+	return body.Bytes(), nil
 }

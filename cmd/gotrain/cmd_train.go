@@ -217,11 +217,11 @@ func runTrain(c *cli.Context) error {
 	if rk.WorldSize > 1 {
 		// Every rank must be running the same job: the rendezvous compares
 		// these fields and names the ones that differ.
-		fields, err := trainer.RunFields(topts, trainer.Field{Name: "device", Value: be.Name()})
+		fields, err := jobFields(topts, be)
 		if err != nil {
 			return err
 		}
-		cm, err := connect(c.Context, rk, be, gpu, c.Duration("comm-timeout"), fields)
+		cm, err := connect(c.Context, rk, be, gpu, c.Duration("comm-timeout"), fields, c.App.ErrWriter)
 		if err != nil {
 			return err
 		}
@@ -323,11 +323,28 @@ func startMetrics(c *cli.Context, rk launch.Rank) (trainer.Observer, error) {
 
 // connect joins the job's rendezvous (rank 0 serves it at MASTER_ADDR:PORT)
 // and opens the collectives between the ranks: NCCL between GPUs (gpu is
-// not nil), TCP between CPU ranks.
-func connect(ctx context.Context, rk launch.Rank, be backend.Backend, gpu *gpuRank, timeout time.Duration, fields []trainer.Field) (comm.Comm, error) {
-	_ = fields // compared at the join (next change)
+// not nil), TCP between CPU ranks. Every rank proves the job secret
+// (jobauth.go) and brings fields, which must equal rank 0's: a rank started
+// with another config, data or command line is refused before step 1.
+func connect(ctx context.Context, rk launch.Rank, be backend.Backend, gpu *gpuRank, timeout time.Duration, fields []trainer.Field, errw io.Writer) (comm.Comm, error) {
+	cf := make([]comm.Field, len(fields))
+	for i, f := range fields {
+		cf[i] = comm.Field{Name: f.Name, Value: f.Value}
+	}
+	auth, err := resolveJobAuth(os.Getenv, rk, cf)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range auth.warnings {
+		fmt.Fprintln(errw, w)
+	}
+	if rk.Rank == 0 {
+		fmt.Fprintln(errw, auth.describe())
+	}
 	st, err := comm.Rendezvous(ctx, comm.RendezvousOptions{Rank: rk.Rank, Size: rk.WorldSize,
-		Addr: rk.MasterAddr, Port: rk.MasterPort, Timeout: timeout, ConfigHash: Version})
+		Addr: rk.MasterAddr, Port: rk.MasterPort, Timeout: timeout,
+		Secret: auth.secret, JobID: auth.jobID, SecretHint: auth.hint, Fields: cf,
+		Warnf: func(format string, args ...any) { fmt.Fprintf(errw, format+"\n", args...) }})
 	if err != nil {
 		return nil, err
 	}

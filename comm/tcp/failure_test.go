@@ -222,12 +222,12 @@ func TestSilentPeerIsDeclaredLost(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		if err := writeHello(fake, hello{version: wireVersion, rank: 1, size: 2, name: "world"}); err != nil {
+		fake.SetDeadline(time.Now().Add(10 * time.Second))
+		key := stores[1].PeerKey("tcp/world")
+		if _, err := dialHello(fake, key, hello{version: wireVersion, rank: 1, size: 2, name: "world"}, 0); err != nil {
 			t.Error(err)
 		}
-		if _, err := readHello(fake); err != nil {
-			t.Error(err)
-		}
+		fake.SetDeadline(time.Time{})
 	})
 	be := newWorldBackend()
 	c, err := New(context.Background(), stores[0], be, Options{Rank: 0, Size: 2, Timeout: 20 * time.Second,

@@ -23,17 +23,19 @@ import (
 const (
 	headerSize  = 32
 	frameMagic  = 0x4e525447 // "GTRN"
-	wireVersion = 1
+	wireVersion = 2          // 2: the hello proves the job's peer key
 )
 
 type frameType uint8
 
 const (
-	frameHello     frameType = iota + 1 // payload: version, rank, size, name
+	frameHello     frameType = iota + 1 // payload: version, rank, size, nonce, proof, name
 	frameData                           // payload: one segment
 	frameHeartbeat                      // no payload; proof of life when idle
 	frameAbort                          // payload: the abort cause
 	frameBye                            // no payload; the sender closed its Comm
+	frameChallenge                      // payload: version, nonce; an accepted connection's first frame
+	frameRefuse                         // payload: why the hello was refused
 )
 
 type header struct {
@@ -99,29 +101,47 @@ func (h header) sameCall(want header) bool {
 		h.op == want.op && h.count == want.count && h.aux == want.aux
 }
 
-// hello is the first frame each side of a new connection sends.
+// hello is the frame each side of a new connection sends to say who it is
+// and prove it holds the job's peer key (connect.go). The acceptor's hello
+// carries no nonce of its own (it sent it in the challenge): zeros.
 type hello struct {
 	version    uint32
 	rank, size int
+	nonce      []byte // comm.NonceSize bytes
+	proof      []byte // comm.MACSize bytes
 	name       string
 }
+
+// helloFixed is the size of a hello payload before the name.
+const helloFixed = 12 + comm.NonceSize + comm.MACSize
 
 func (h hello) payload() []byte {
 	b := binary.LittleEndian.AppendUint32(nil, h.version)
 	b = binary.LittleEndian.AppendUint32(b, uint32(h.rank))
 	b = binary.LittleEndian.AppendUint32(b, uint32(h.size))
+	b = append(b, fixedLen(h.nonce, comm.NonceSize)...)
+	b = append(b, fixedLen(h.proof, comm.MACSize)...)
 	return append(b, h.name...)
 }
 
+// fixedLen is b cut or zero-padded to n bytes.
+func fixedLen(b []byte, n int) []byte {
+	out := make([]byte, n)
+	copy(out, b)
+	return out
+}
+
 func parseHello(p []byte) (hello, error) {
-	if len(p) < 12 {
-		return hello{}, errors.New("short hello")
+	if len(p) < helloFixed {
+		return hello{}, fmt.Errorf("short hello (%d bytes; protocol version %d needs at least %d)", len(p), wireVersion, helloFixed)
 	}
 	return hello{
 		version: binary.LittleEndian.Uint32(p),
 		rank:    int(int32(binary.LittleEndian.Uint32(p[4:]))),
 		size:    int(int32(binary.LittleEndian.Uint32(p[8:]))),
-		name:    string(p[12:]),
+		nonce:   p[12 : 12+comm.NonceSize],
+		proof:   p[12+comm.NonceSize : helloFixed],
+		name:    string(p[helloFixed:]),
 	}, nil
 }
 

@@ -4,7 +4,9 @@
 // Topology. Every pair of ranks shares one TCP connection (a full mesh, set
 // up through the rendezvous Store: each rank listens on an ephemeral port of
 // the interface that reaches MASTER_ADDR, publishes host:port, dials the
-// lower ranks and accepts the higher ones). Data collectives use only the
+// lower ranks and accepts the higher ones, and both ends of every connection
+// prove they hold the job's peer key before anything else is sent; see
+// connect.go). Data collectives use only the
 // ring r → r+1; the mesh lets a barrier finish in one hop and lets every rank
 // see a dead peer's closed socket directly.
 //
@@ -74,9 +76,10 @@ type Options struct {
 	// Name separates communicators sharing one Store (default "world").
 	Name string
 	// Host is the host other ranks dial to reach this one (default: the
-	// Store's AdvertiseHost, on the interface that reaches MASTER_ADDR). A
-	// loopback Host is listened on; any other makes the Comm listen on every
-	// interface, since a host name or NATed address may not be bindable.
+	// Store's AdvertiseHost, on the interface that reaches MASTER_ADDR). An
+	// address of this machine is listened on; a host name or an address it
+	// cannot bind (NAT) makes the Comm listen on every interface. Either
+	// way, only ranks that prove the job's peer key (Store.PeerKey) connect.
 	Host string
 	// SegmentBytes is the pipelining unit (default 1 MiB).
 	SegmentBytes int

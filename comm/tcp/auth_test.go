@@ -1,0 +1,200 @@
+package tcp
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/comm"
+)
+
+// secretStores joins two ranks to a store with a job secret.
+func secretStores(t *testing.T) []comm.Store {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	stores := make([]comm.Store, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		ro := comm.RendezvousOptions{Rank: r, Size: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second,
+			Secret: []byte("peer-mesh-test-secret-0123456789abcdef"), JobID: "job-A"}
+		if r == 0 {
+			ro.Listener = ln
+		}
+		wg.Go(func() { stores[r], errs[r] = comm.Rendezvous(context.Background(), ro) })
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for r := 1; r >= 0; r-- {
+			if stores[r] != nil {
+				stores[r].Close()
+			}
+		}
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return stores
+}
+
+// TestPeerHelloRejectsListenerWithoutSecret: rank 1 dials the address
+// published for rank 0 and finds a listener that answers every hello as
+// rank 0 of "world" but does not know the job secret. Rank 1 used to accept
+// it as rank 0 (the hello checked only version, size and name).
+func TestPeerHelloRejectsListenerWithoutSecret(t *testing.T) {
+	stores := secretStores(t)
+	foreign, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer foreign.Close()
+	go func() {
+		for {
+			conn, err := foreign.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				na, _ := comm.NewNonce()
+				writeFrame(conn, frameChallenge, append([]byte{wireVersion, 0, 0, 0}, na...))
+				_, p, err := readFrame(conn)
+				if err != nil {
+					return
+				}
+				h, _ := parseHello(p)
+				guess := comm.Proof([]byte("not the secret"), "acceptor", transcript(h.rank, 0, 2, "world", na, h.nonce)...)
+				writeFrame(conn, frameHello, hello{version: wireVersion, rank: 0, size: 2, name: "world", proof: guess}.payload())
+				conn.Read(make([]byte, 1))
+			}()
+		}
+	}()
+	// What an attacker with write access to the store would do; the store
+	// itself now refuses writes without the secret (comm's tests).
+	if err := stores[0].Set(context.Background(), "gotrain/tcp/world/addr/0", []byte(foreign.Addr().String())); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := New(ctx, stores[1], newWorldBackend(), Options{Rank: 1, Size: 2, Timeout: 5 * time.Second})
+	if err == nil {
+		c.Close()
+		t.Fatal("rank 1 accepted a listener without the job secret as rank 0")
+	}
+	if !strings.Contains(err.Error(), "did not prove the job secret: it is not this job's rank 0") {
+		t.Fatalf("error %q", err)
+	}
+}
+
+// TestPeerHelloRefusesDialerWithoutSecret: a process that dials rank 0's
+// peer listener first and claims to be rank 1, without the job secret, is
+// refused within one round trip and told why; the real rank 1 then joins.
+// Rank 0 used to take the impostor as rank 1 and refuse the real one.
+func TestPeerHelloRefusesDialerWithoutSecret(t *testing.T) {
+	stores := secretStores(t)
+	ctx := context.Background()
+	comms := make([]*Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		comms[0], errs[0] = New(ctx, stores[0], newWorldBackend(), Options{Rank: 0, Size: 2, Timeout: 10 * time.Second})
+	})
+	addr, err := stores[1].Get(ctx, "gotrain/tcp/world/addr/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, err := net.Dial("tcp", string(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	fake.SetDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	_, err = dialHello(fake, []byte("not the secret"), hello{version: wireVersion, rank: 1, size: 2, name: "world"}, 0)
+	if err == nil || !strings.Contains(err.Error(), "rank 0 refused this rank's hello: the hello does not prove the job secret") {
+		t.Fatalf("impostor: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("the refusal took %v", took)
+	}
+
+	wg.Go(func() {
+		comms[1], errs[1] = New(ctx, stores[1], newWorldBackend(), Options{Rank: 1, Size: 2, Timeout: 10 * time.Second})
+	})
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	defer closeWorld([]*rankEnv{{c: comms[0]}, {c: comms[1]}})
+	ok := onEveryRank([]*rankEnv{{c: comms[0]}, {c: comms[1]}}, func(r int, e *rankEnv) error { return e.c.Barrier(ctx) })
+	for r, err := range ok {
+		if err != nil {
+			t.Fatalf("barrier on rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestPeerListenerNotBlockedByIdleConnections: connections that never say
+// hello used to be greeted one at a time, each holding the listener for up
+// to ten seconds, so a few dozen of them kept the real peers out past the
+// timeout.
+func TestPeerListenerNotBlockedByIdleConnections(t *testing.T) {
+	stores := secretStores(t)
+	ctx := context.Background()
+	comms := make([]*Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		comms[0], errs[0] = New(ctx, stores[0], newWorldBackend(), Options{Rank: 0, Size: 2, Timeout: 5 * time.Second})
+	})
+	addr, err := stores[1].Get(ctx, "gotrain/tcp/world/addr/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * maxPendingPeers {
+		c, err := net.Dial("tcp", string(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	start := time.Now()
+	wg.Go(func() {
+		comms[1], errs[1] = New(ctx, stores[1], newWorldBackend(), Options{Rank: 1, Size: 2, Timeout: 5 * time.Second})
+	})
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	defer closeWorld([]*rankEnv{{c: comms[0]}, {c: comms[1]}})
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("rank 1 needed %v to connect past the idle connections", took)
+	}
+	buf := allocWith(t, comms[0].be, backend.F32, []float32{1, 2})
+	buf1 := allocWith(t, comms[1].be, backend.F32, []float32{3, 4})
+	errs = onEveryRank([]*rankEnv{{c: comms[0]}, {c: comms[1]}}, func(r int, e *rankEnv) error {
+		return e.c.AllReduce(ctx, []backend.Buffer{buf, buf1}[r], comm.Sum)
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("all-reduce on rank %d: %v", r, err)
+		}
+	}
+	if got := readAll(t, comms[1].be, buf1); got[0] != 4 || got[1] != 6 {
+		t.Fatalf("all-reduce = %v", got)
+	}
+}
