@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -330,6 +331,11 @@ func connect(ctx context.Context, rk launch.Rank, be backend.Backend, gpu *gpuRa
 	cf := make([]comm.Field, len(fields))
 	for i, f := range fields {
 		cf[i] = comm.Field{Name: f.Name, Value: f.Value}
+	}
+	// A MASTER_ADDR no resolver knows fails now, not after the rendezvous
+	// has retried it for the whole --comm-timeout.
+	if err := launch.CheckMasterAddr(ctx, net.DefaultResolver, rk.MasterAddr); err != nil {
+		return nil, err
 	}
 	auth, err := resolveJobAuth(os.Getenv, rk, cf)
 	if err != nil {

@@ -533,3 +533,29 @@ func TestSlurmGenerateScript(t *testing.T) {
 		t.Errorf("a submitted secret became %q", mine[2])
 	}
 }
+
+// TestHandStartedRankWithUnresolvableMasterAddrFailsAtOnce: a rank started
+// without gotrain launch (torchrun-style variables) whose MASTER_ADDR no
+// resolver knows fails before the rendezvous, not after retrying for the
+// whole --comm-timeout.
+func TestHandStartedRankWithUnresolvableMasterAddrFailsAtOnce(t *testing.T) {
+	dir, modelCfg, shard := distFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := gotrainCmd(ctx, "train", "--config", stageConfig(t, dir, 0, 2), "--model", modelCfg, "--data", shard,
+		"--seq-len", "16", "--max-steps", "2", "--output-dir", filepath.Join(dir, "out"), "--metrics-addr", "off",
+		"--comm-timeout", "10m")
+	cmd.Env = append(cmd.Env, "RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2",
+		"MASTER_ADDR=no-such-host.invalid", "MASTER_PORT=29999")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("rank 1 with an unresolvable MASTER_ADDR succeeded:\n%s", out)
+	}
+	if !strings.Contains(string(out), "no-such-host.invalid") {
+		t.Errorf("the error does not name MASTER_ADDR:\n%s", out)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("took %v to fail", took)
+	}
+}

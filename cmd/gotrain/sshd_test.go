@@ -249,7 +249,7 @@ func markedRanks(mark string) map[int]int {
 	return out
 }
 
-func envOf(t *testing.T, pid int, name string) string {
+func procEnv(t *testing.T, pid int, name string) string {
 	t.Helper()
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err != nil {
@@ -282,9 +282,9 @@ func TestSSHStopSavesCheckpoint(t *testing.T) {
 			if len(ranks) != 2 {
 				t.Fatalf("found ranks %v, want 2", ranks)
 			}
-			secret := envOf(t, ranks[0], launch.JobSecretEnv)
-			if !hex64.MatchString(secret) || envOf(t, ranks[1], launch.JobSecretEnv) != secret {
-				t.Errorf("ranks hold secrets %q and %q, want one 64-hex-digit secret", secret, envOf(t, ranks[1], launch.JobSecretEnv))
+			secret := procEnv(t, ranks[0], launch.JobSecretEnv)
+			if !hex64.MatchString(secret) || procEnv(t, ranks[1], launch.JobSecretEnv) != secret {
+				t.Errorf("ranks hold secrets %q and %q, want one 64-hex-digit secret", secret, procEnv(t, ranks[1], launch.JobSecretEnv))
 			}
 			if pids := cmdlinesContaining(secret); secret != "" && len(pids) > 0 {
 				t.Errorf("the job secret is on the command line of processes %v", pids)
