@@ -1,12 +1,9 @@
 package config
 
 import (
-	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"sort"
-	"syscall"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // Options controls how a config file is read.
@@ -26,51 +23,11 @@ const maxConfigBytes = 16 << 20
 // appears and a device such as /dev/zero never ends, so each is refused by
 // name, and the open itself never blocks.
 func Load(path string, opts Options) (*Config, error) {
-	data, err := readConfigFile(path)
+	data, err := regularfile.Read("DeepSpeed config", path, maxConfigBytes)
 	if err != nil {
-		return nil, fmt.Errorf("read DeepSpeed config %s: %w", path, err)
+		return nil, err
 	}
 	return Parse(path, data, opts)
-}
-
-func readConfigFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("it is %s, not a regular file: give a file on disk", describeMode(st.Mode()))
-	}
-	if st.Size() > maxConfigBytes {
-		return nil, fmt.Errorf("it is %d bytes, more than the %d a config can be; is it the right file?", st.Size(), maxConfigBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
-	if err == nil && len(data) > maxConfigBytes {
-		err = fmt.Errorf("it grew past %d bytes while being read", maxConfigBytes)
-	}
-	return data, err
-}
-
-// describeMode names what a non-regular file is.
-func describeMode(m fs.FileMode) string {
-	switch t := m.Type(); {
-	case t&fs.ModeDir != 0:
-		return "a directory"
-	case t&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	case t&fs.ModeCharDevice != 0:
-		return "a character device"
-	case t&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return "a special file"
 }
 
 // Parse checks a DeepSpeed config held in memory; file names it in messages. It maps deprecated keys, fills

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // inputKind says how a file splits into documents.
@@ -151,7 +153,7 @@ func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
 			continue
 		}
 		if !st.Mode().IsRegular() {
-			return set, notRegularError("input", in, st.Mode())
+			return set, regularfile.NotRegular("input", in, st.Mode())
 		}
 		if _, ok := kindOf(in); !ok {
 			return set, fmt.Errorf("input %s: unsupported extension %q: want %s (.jsonl is one document per line, the others one document per file)",

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // Defaults of PrepareOptions, also the CLI's.
@@ -489,7 +491,7 @@ func (p *pipeline) produce(ctx context.Context, jobs, order chan<- *chunk) error
 func (p *pipeline) readFile(f inputFile, emit func(source, text string, n int64) error) error {
 	// Opened without blocking: the file was a regular one when the inputs
 	// were listed, but a FIFO put in its place since must not hang the run.
-	fh, _, err := openRegular("input", f.path)
+	fh, _, err := regularfile.Open("input", f.path)
 	if err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // ResolveShards expands shard paths and globs into a sorted, duplicate-free
@@ -58,7 +60,7 @@ func checkShardPath(p string) error {
 			p, filepath.Join(p, "train_*.bin"))
 	}
 	if !st.Mode().IsRegular() {
-		return notRegularError("token shard", p, st.Mode())
+		return regularfile.NotRegular("token shard", p, st.Mode())
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // readChunkBytes is how much of a shard body is read per call; a multiple of
@@ -31,7 +33,7 @@ func openShard(path string) (*os.File, os.FileInfo, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return nil, nil, shardErr(path, "is a directory; give shard files or a glob such as %s", filepath.Join(path, "train_*.bin"))
 	}
-	return openRegular("token shard", path)
+	return regularfile.Open("token shard", path)
 }
 
 func readShardHeaderFile(path string, f *os.File, st os.FileInfo) (ShardHeader, error) {

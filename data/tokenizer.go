@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // Tokenizer turns text into token ids and back. Implementations are safe for
@@ -109,7 +111,7 @@ func knownTokenizer(name string) (vocab, eot int, ok bool) {
 // fs.ErrNotExist: shards made elsewhere (llm.c) come without one.
 func ReadTokenizerInfo(dir string) (TokenizerInfo, error) {
 	path := filepath.Join(dir, TokenizerInfoFile)
-	b, err := readRegular("tokenizer info", path, maxTokenizerInfoBytes)
+	b, err := regularfile.Read("tokenizer info", path, maxTokenizerInfoBytes)
 	if err != nil {
 		return TokenizerInfo{}, err
 	}

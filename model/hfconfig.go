@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gotrain/gotrain/internal/atomicfile"
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // hfConfig is the part of a Hugging Face GPT2Config that decides the model's
@@ -33,7 +34,7 @@ const maxHFConfigBytes = 16 << 20
 // Vp is V padded to a multiple of VocabPad. Keys that would change the math
 // away from GPT-2 as gotrain computes it are refused with the key named.
 func LoadHFConfig(path string) (Config, error) {
-	raw, err := readRegular("model config", path, maxHFConfigBytes)
+	raw, err := regularfile.Read("model config", path, maxHFConfigBytes)
 	if err != nil {
 		return Config{}, err
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // InitFrom loads host weights from a file, picking the format by extension
@@ -25,7 +27,7 @@ func InitFrom(path string, fallback *Config) (Config, []float32, error) {
 	if strings.HasSuffix(path, ".bin") {
 		return LoadLLMC(path)
 	}
-	f, _, err := openRegular("weights", path)
+	f, _, err := regularfile.Open("weights", path)
 	if err != nil {
 		return Config{}, nil, fmt.Errorf("init from: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/internal/atomicfile"
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // llm.c model files (train_gpt2.py write_model): 256 little-endian int32s of
@@ -44,7 +45,7 @@ func llmcOrder(lay *Layout) []Tensor {
 // LoadLLMC reads an llm.c model file (version 3: fp32, version 5: bf16) into
 // host weights in gotrain's flat layout.
 func LoadLLMC(path string) (Config, []float32, error) {
-	f, st, err := openRegular("llm.c model", path)
+	f, st, err := regularfile.Open("llm.c model", path)
 	if err != nil {
 		return Config{}, nil, err
 	}

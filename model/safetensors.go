@@ -15,6 +15,7 @@ import (
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/internal/atomicfile"
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // The safetensors format: an 8-byte little-endian header length, a JSON
@@ -209,7 +210,7 @@ type SafetensorsFile struct {
 
 // OpenSafetensors opens and validates path's header.
 func OpenSafetensors(path string) (*SafetensorsFile, error) {
-	f, st, err := openRegular("safetensors", path)
+	f, st, err := regularfile.Open("safetensors", path)
 	if err != nil {
 		return nil, err
 	}
