@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/gotrain/gotrain/model"
@@ -53,11 +55,29 @@ type Metadata struct {
 	Created   time.Time            `json:"created"`
 }
 
-// Field is one resolved setting of the run that wrote a tag.
+// Field is one resolved setting of the run that wrote a tag (trainer.RunFields
+// lists them).
 type Field struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 	Math  bool   `json:"math,omitempty"` // a change alters what training computes
+}
+
+// LegacyFields are the settings a meta.json without stored Fields (format
+// version 1) still tells, in the form the trainer's fields have, so a
+// resume can compare at least these; the train batch size is what it
+// sampled per step.
+func (m Metadata) LegacyFields() []Field {
+	fs := []Field{
+		{Name: "model", Value: m.Model.String(), Math: true},
+		{Name: "precision", Value: m.Precision, Math: true},
+		{Name: "world_size", Value: strconv.Itoa(m.WorldSize)},
+		{Name: "config.zero_optimization.stage", Value: strconv.Itoa(m.Stage)},
+	}
+	if m.Step > 0 {
+		fs = append(fs, Field{Name: "batch.train_batch_size", Value: strconv.FormatInt(m.Samples/m.Step, 10), Math: true})
+	}
+	return fs
 }
 
 // ModelConfig is model.Config with Hugging Face key names.
@@ -68,6 +88,12 @@ type ModelConfig struct {
 	NLayer      int `json:"n_layer"`
 	NHead       int `json:"n_head"`
 	NEmbd       int `json:"n_embd"`
+}
+
+// String names the shape the way the run's "model" field does.
+func (m ModelConfig) String() string {
+	return fmt.Sprintf("n_layer %d, n_head %d, n_embd %d, n_positions %d, vocab_size %d (padded %d)",
+		m.NLayer, m.NHead, m.NEmbd, m.NPositions, m.VocabSize, m.PaddedVocab)
 }
 
 // ModelConfigOf converts a model.Config.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/internal/atomicfile"
@@ -87,6 +89,33 @@ func OpenJSONL(path string) (*JSONL, error) {
 		return nil, fmt.Errorf("open metrics log: %w", err)
 	}
 	return &JSONL{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+// OpenRunLog opens a run's metrics log at path for appending: a run that
+// resumes after step resumeStep (> 0) first drops the records beyond it
+// (it computes those steps again); a fresh run (resumeStep 0) first moves
+// an earlier run's non-empty log aside. note says what was done, if
+// anything, for the user.
+func OpenRunLog(path string, resumeStep int) (j *JSONL, note string, err error) {
+	if resumeStep > 0 {
+		n, err := TrimLog(path, resumeStep)
+		if err != nil {
+			return nil, "", err
+		}
+		if n > 0 {
+			note = fmt.Sprintf("dropped %d record(s) beyond step %d from %s: this run computes those steps again", n, resumeStep, path)
+		}
+	} else {
+		moved, ok, err := SetAside(path, time.Now())
+		if err != nil {
+			return nil, "", err
+		}
+		if ok {
+			note = fmt.Sprintf("moved an earlier run's %s to %s", filepath.Base(path), moved)
+		}
+	}
+	j, err = OpenJSONL(path)
+	return j, note, err
 }
 
 // Write appends one record as a line and flushes it, so a killed run keeps

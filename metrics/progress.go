@@ -51,16 +51,24 @@ func thousands(x float64) string {
 	return string(out)
 }
 
-// HumanBytes formats a byte count with binary units (KiB, MiB, GiB).
-func HumanBytes(b int64) string {
+// HumanBytes formats n bytes in binary units: "0 B", "512 B", "3.2 KiB",
+// "41.5 MiB", "1.25 GiB" (two decimals below 10 of a unit from MiB up).
+func HumanBytes(n int64) string {
 	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
+	if n < 0 {
+		return "-" + HumanBytes(-n)
 	}
-	div, exp := int64(unit), 0
-	for n := b / unit; n >= unit; n /= unit {
-		div *= unit
-		exp++
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
 	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+	v, i := float64(n)/unit, 0
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB"}
+	for v >= unit && i < len(units)-1 {
+		v /= unit
+		i++
+	}
+	if i >= 2 && v < 10 {
+		return fmt.Sprintf("%.2f %s", v, units[i])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
 }

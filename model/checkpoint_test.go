@@ -73,7 +73,7 @@ func TestCheckpointingActivationMemory(t *testing.T) {
 	const B, T = 8, 256
 	measure := func(opts Options) (device, host int64) {
 		be := newCPU()
-		m, err := New(be, cfg, opts)
+		m, err := newTestModel(be, cfg, opts, backend.F32)
 		if err != nil {
 			t.Fatal(err)
 		}

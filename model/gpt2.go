@@ -37,7 +37,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 	}
 
 	st := m.store
-	embBuf, err := st.AcquireParams(0, false)
+	embBuf, _, err := st.Acquire(0, false)
 	if err != nil {
 		return 0, m.storeErr("acquire", 0, false, err)
 	}
@@ -45,7 +45,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 	be.EncoderForward(a.encoded, a.inputs, wte, wpe, B, T, C)
 	residual := a.encoded
 	for l := range cfg.L {
-		pb, err := st.AcquireParams(l+1, false)
+		pb, _, err := st.Acquire(l+1, false)
 		if err != nil {
 			return 0, m.storeErr("acquire", l+1, false, err)
 		}
@@ -55,7 +55,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		ba := m.blockActs(l)
 		m.blockForward(ba, residual, m.blockViews(l, pb), B, T)
 		residual = ba.residual3
-		if err := st.ReleaseParams(l+1, false); err != nil {
+		if err := st.Release(l+1, false); err != nil {
 			return 0, m.storeErr("release", l+1, false, err)
 		}
 	}
@@ -63,13 +63,13 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		be.Copy(a.saved[cfg.L], residual)
 	}
 	fin := cfg.L + 1
-	fb, err := st.AcquireParams(fin, false)
+	fb, _, err := st.Acquire(fin, false)
 	if err != nil {
 		return 0, m.storeErr("acquire", fin, false, err)
 	}
 	lnfw, lnfb := m.finalViews(fb)
 	be.LayerNormForward(a.lnf, a.lnfMean, a.lnfRstd, residual, lnfw, lnfb, N, C)
-	if err := st.ReleaseParams(fin, false); err != nil {
+	if err := st.Release(fin, false); err != nil {
 		return 0, m.storeErr("release", fin, false, err)
 	}
 	if targets == nil {
@@ -77,7 +77,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 			return 0, fmt.Errorf("model: a forward without targets keeps every logit, which activation checkpointing does not; use a model without checkpointing to sample")
 		}
 		be.MatmulForward(a.logits, a.lnf, wte, backend.Buffer{}, N, C, cfg.Vp)
-		if err := st.ReleaseParams(0, false); err != nil {
+		if err := st.Release(0, false); err != nil {
 			return 0, m.storeErr("release", 0, false, err)
 		}
 		if err := be.Sync(); err != nil {
@@ -93,7 +93,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		be.MatmulForward(chunk, a.lnf.Slice(r0*C, n*C), wte, backend.Buffer{}, n, C, Vp)
 		be.CrossEntropyForward(a.losses.Slice(r0, n), m.probsChunk(r0, n), chunk, a.targets.Slice(r0, n), n, cfg.V, Vp)
 	}
-	if err := st.ReleaseParams(0, false); err != nil {
+	if err := st.Release(0, false); err != nil {
 		return 0, m.storeErr("release", 0, false, err)
 	}
 	if err := be.Sync(); err != nil {
@@ -111,7 +111,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 	return float32(sum / float64(N)), nil
 }
 
-// Backward adds to Grads the gradient of dlossScale·Σ(per-token losses) of
+// Backward adds to the store's gradient buffers the gradient of dlossScale·Σ(per-token losses) of
 // the last Forward, which must have had targets. For a mean over a global
 // batch pass 1/(B·T·accumulation steps·world size); calling Forward and
 // Backward once per micro-batch accumulates.
@@ -125,21 +125,13 @@ func (m *Model) Backward(dlossScale float32) error {
 	m.state = passNone
 	fin := cfg.L + 1
 
-	embP, err := st.AcquireParams(0, true)
+	embP, embG, err := st.Acquire(0, true)
 	if err != nil {
 		return m.storeErr("acquire", 0, true, err)
 	}
-	finP, err := st.AcquireParams(fin, true)
+	finP, finG, err := st.Acquire(fin, true)
 	if err != nil {
 		return m.storeErr("acquire", fin, true, err)
-	}
-	embG, err := st.AcquireGrads(0)
-	if err != nil {
-		return m.storeErr("acquire gradients of", 0, true, err)
-	}
-	finG, err := st.AcquireGrads(fin)
-	if err != nil {
-		return m.storeErr("acquire gradients of", fin, true, err)
 	}
 	wte, _ := m.embedViews(embP)
 	dwte, dwpe := m.embedViews(embG)
@@ -168,22 +160,15 @@ func (m *Model) Backward(dlossScale float32) error {
 		lnfIn = a.ckptX
 	}
 	be.LayerNormBackward(a.dres, dlnfw, dlnfb, a.dbtc, lnfIn, lnfw, a.lnfMean, a.lnfRstd, N, C)
-	if err := st.ReleaseParams(fin, true); err != nil {
+	if err := st.Release(fin, true); err != nil {
 		return m.storeErr("release", fin, true, err)
-	}
-	if err := st.GradsReady(fin); err != nil {
-		return m.storeErr("reduce gradients of", fin, true, err)
 	}
 
 	// a.dres is the gradient w.r.t. the stream entering the block above.
 	for l := cfg.L - 1; l >= 0; l-- {
-		pb, err := st.AcquireParams(l+1, true)
+		pb, gb, err := st.Acquire(l+1, true)
 		if err != nil {
 			return m.storeErr("acquire", l+1, true, err)
-		}
-		gb, err := st.AcquireGrads(l + 1)
-		if err != nil {
-			return m.storeErr("acquire gradients of", l+1, true, err)
 		}
 		bw, bg, ba := m.blockViews(l, pb), m.blockViews(l, gb), m.blockActs(l)
 		residual := a.encoded
@@ -213,19 +198,13 @@ func (m *Model) Backward(dlossScale float32) error {
 		be.MatmulBackward(a.dbtc, bg.qkvw, bg.qkvb, dqkv, ba.ln1, bw.qkvw, N, C, 3*C)
 		be.LayerNormBackward(a.scratch, bg.ln1w, bg.ln1b, a.dbtc, residual, bw.ln1w, ba.ln1Mean, ba.ln1Rstd, N, C)
 		be.Add(a.dres, a.dres, a.scratch, N*C)
-		if err := st.ReleaseParams(l+1, true); err != nil {
+		if err := st.Release(l+1, true); err != nil {
 			return m.storeErr("release", l+1, true, err)
-		}
-		if err := st.GradsReady(l + 1); err != nil {
-			return m.storeErr("reduce gradients of", l+1, true, err)
 		}
 	}
 	be.EncoderBackward(dwte, dwpe, a.dres, a.inputs, B, T, C)
-	if err := st.ReleaseParams(0, true); err != nil {
+	if err := st.Release(0, true); err != nil {
 		return m.storeErr("release", 0, true, err)
-	}
-	if err := st.GradsReady(0); err != nil {
-		return m.storeErr("reduce gradients of", 0, true, err)
 	}
 	if err := be.Sync(); err != nil {
 		return fmt.Errorf("model: backward: %w", err)

@@ -13,7 +13,7 @@ import (
 // GFLOP/s by llm.c's FlopsPerToken.
 func benchmarkStep(b *testing.B, preset string, B, T int, opts Options) {
 	cfg, _ := Preset(preset)
-	m, err := New(benchCPU(), cfg, opts)
+	m, err := newTestModel(benchCPU(), cfg, opts, backend.F32)
 	if err != nil {
 		b.Fatal(err)
 	}

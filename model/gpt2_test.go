@@ -1,7 +1,6 @@
 package model
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -61,9 +60,13 @@ func closeTo(got, want, atol, rtol float64) bool {
 	return math.Abs(got-want) <= atol+rtol*math.Abs(want)
 }
 
-func newModel(t *testing.T, cfg Config, params []float32, opts Options) *Model {
+func newModel(t *testing.T, cfg Config, params []float32, opts Options) *tmodel {
+	return newModelDT(t, cfg, params, opts, backend.F32)
+}
+
+func newModelDT(t *testing.T, cfg Config, params []float32, opts Options, pdt backend.DType) *tmodel {
 	t.Helper()
-	m, err := New(newCPU(), cfg, opts)
+	m, err := newTestModel(newCPU(), cfg, opts, pdt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,72 +282,28 @@ func TestLogitChunksAndBatchSplit(t *testing.T) {
 	}
 }
 
-// recordingStore serves parameters and gradients from its own flat buffers
-// and records the order of the model's calls.
-type recordingStore struct {
-	flatStore
-	calls  []string
-	failAt string
-}
-
-func (s *recordingStore) log(call string) error {
-	s.calls = append(s.calls, call)
-	if call == s.failAt {
-		return errors.New("gather failed")
-	}
-	return nil
-}
-
-func (s *recordingStore) AcquireParams(g int, bw bool) (backend.Buffer, error) {
-	if err := s.log(fmt.Sprintf("P%d%s", g, pass2(bw))); err != nil {
-		return backend.Buffer{}, err
-	}
-	return s.flatStore.AcquireParams(g, bw)
-}
-
-func (s *recordingStore) ReleaseParams(g int, bw bool) error {
-	return s.log(fmt.Sprintf("R%d%s", g, pass2(bw)))
-}
-
-func (s *recordingStore) AcquireGrads(g int) (backend.Buffer, error) {
-	if err := s.log(fmt.Sprintf("G%d", g)); err != nil {
-		return backend.Buffer{}, err
-	}
-	return s.flatStore.AcquireGrads(g)
-}
-
-func (s *recordingStore) GradsReady(g int) error { return s.log(fmt.Sprintf("D%d", g)) }
-
-func pass2(backward bool) string {
-	if backward {
-		return "b"
-	}
-	return "f"
-}
-
-// TestParamStore: a model on an external store calls it in the documented
-// order and computes the same loss and gradients as a model that owns its
-// buffers; a store error stops the pass and names the group.
+// TestParamStore: a model calls its store in the order its layout
+// documents (AcquisitionOrder), pairing every Acquire with a Release, and a
+// store error stops the pass and names the group.
 func TestParamStore(t *testing.T) {
 	cfg := tinyConfig // L = 2: groups 0 (embeddings), 1-2 (blocks), 3 (final)
 	host := testParams(cfg, 15)
 	ref := newModel(t, cfg, host, Options{})
 	be := newCPU()
-	lay := NewLayout(cfg)
-	p, _ := be.Alloc(backend.Device, backend.Params, backend.F32, lay.NumParams())
-	g, _ := be.Alloc(backend.Device, backend.Grads, backend.F32, lay.NumParams())
-	if err := backend.WriteF32(be, p, host); err != nil {
+	inner, err := newTestModel(be, cfg, Options{}, backend.F32)
+	if err != nil {
 		t.Fatal(err)
 	}
-	st := &recordingStore{flatStore: flatStore{lay: lay, params: p, grads: g}}
+	defer inner.Free()
+	if err := inner.SetParams(host); err != nil {
+		t.Fatal(err)
+	}
+	st := &recordingStore{ParamStore: inner.eng}
 	m, err := New(be, cfg, Options{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Free()
-	if err := m.SetParams(host); err == nil {
-		t.Error("SetParams on a store-backed model succeeded")
-	}
 	inp, tgt := []int32{1, 2, 3, 4}, []int32{2, 3, 4, 5}
 	want, _ := ref.Forward(inp, tgt, 1, 4)
 	got, err := m.Forward(inp, tgt, 1, 4)
@@ -352,7 +311,7 @@ func TestParamStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got != want {
-		t.Errorf("loss %v with a store, %v without", got, want)
+		t.Errorf("loss %v through the recording store, %v directly", got, want)
 	}
 	if err := ref.Backward(0.5); err != nil {
 		t.Fatal(err)
@@ -361,18 +320,38 @@ func TestParamStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := strings.Join(st.calls, " "),
-		"P0f P1f R1f P2f R2f P3f R3f R0f "+
-			"P0b P3b G0 G3 R3b D3 P2b G2 R2b D2 P1b G1 R1b D1 R0b D0"; got != want {
+		"A0f A1f R1f A2f R2f A3f R3f R0f "+
+			"A0b A3b R3b A2b R2b A1b R1b R0b"; got != want {
 		t.Errorf("store calls\n got %s\nwant %s", got, want)
 	}
-	wg, _ := ref.HostGrads()
-	gg, _ := backend.ReadF32(be, g)
-	for i := range wg {
-		if wg[i] != gg[i] {
-			t.Fatalf("grad %d: %v with a store, %v without", i, gg[i], wg[i])
+	// The first acquisitions of each pass follow the layout's order.
+	var order [2][]string
+	for _, c := range st.calls {
+		if c[0] == 'A' {
+			k := 0
+			if c[len(c)-1] == 'b' {
+				k = 1
+			}
+			order[k] = append(order[k], c[1:len(c)-1])
 		}
 	}
-	st.failAt = "P2f"
+	for k, bw := range []bool{false, true} {
+		var want []string
+		for _, g := range m.Layout().AcquisitionOrder(bw) {
+			want = append(want, fmt.Sprint(g))
+		}
+		if strings.Join(order[k], " ") != strings.Join(want, " ") {
+			t.Errorf("backward %v: acquired %v, AcquisitionOrder says %v", bw, order[k], want)
+		}
+	}
+	wg, _ := ref.HostGrads()
+	gg, _ := inner.HostGrads()
+	for i := range wg {
+		if wg[i] != gg[i] {
+			t.Fatalf("grad %d: %v through the recording store, %v directly", i, gg[i], wg[i])
+		}
+	}
+	st.failAt = "A2f"
 	if _, err := m.Forward(inp, tgt, 1, 4); err == nil || !strings.Contains(err.Error(), "block 1") {
 		t.Errorf("store error: %v", err)
 	}
@@ -403,15 +382,15 @@ func TestForwardRejectsBadBatches(t *testing.T) {
 	if _, err := m.Losses(); err == nil {
 		t.Error("Losses without Forward")
 	}
-	if err := m.SetParams(make([]float32, 3)); err == nil {
-		t.Error("SetParams with the wrong length")
+	if _, err := New(newCPU(), cfg, Options{}); err == nil {
+		t.Error("a model without a ParamStore")
 	}
 }
 
 func TestActivationAccounting(t *testing.T) {
 	cfg := mustPreset(t, "gpt2-tiny")
 	be := newCPU()
-	m, err := New(be, cfg, Options{})
+	m, err := newTestModel(be, cfg, Options{}, backend.F32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +415,7 @@ func TestActivationAccounting(t *testing.T) {
 	t.Logf("gpt2-tiny B%d T%d fp32: %.1f MiB activations", B, T, float64(held)/(1<<20))
 }
 
-func readBuffer(m *Model, b backend.Buffer) ([]float32, error) { return backend.ReadF32(m.be, b) }
+func readBuffer(m *tmodel, b backend.Buffer) ([]float32, error) { return backend.ReadF32(m.be, b) }
 
 func TestBF16Model(t *testing.T) {
 	// bf16 parameters and activations, fp32 gradients: the loss and the
@@ -449,9 +428,10 @@ func TestBF16Model(t *testing.T) {
 		rounded[i] = backend.F32FromBF16(backend.BF16FromF32(p))
 	}
 	ref := &refGPT2{cfg: cfg, lay: NewLayout(cfg), p: f64s(rounded)}
-	m := newModel(t, cfg, params, Options{ParamDType: backend.BF16})
-	if m.Params().DType() != backend.BF16 || m.Grads().DType() != backend.F32 {
-		t.Fatalf("dtypes %s/%s", m.Params().DType(), m.Grads().DType())
+	m := newModelDT(t, cfg, params, Options{ActDType: backend.BF16}, backend.BF16)
+	held := m.be.Memory().Current[backend.Device]
+	if n := int64(NewLayout(cfg).NumParams()); held[backend.Params] != 2*n || held[backend.Grads] != 4*n {
+		t.Fatalf("params %d, grads %d bytes: want bf16 parameters and fp32 gradients (%d and %d)", held[backend.Params], held[backend.Grads], 2*n, 4*n)
 	}
 	rng := rand.New(rand.NewPCG(9, 9))
 	const B, T = 2, 8

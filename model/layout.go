@@ -146,3 +146,28 @@ func (lay *Layout) GroupTensors(g int) []Tensor {
 	}
 	return out
 }
+
+// GroupSpans calls f for each of group g's tensors in order with its range
+// of the flat buffer and whether weight decay applies (for zero.LayoutOf).
+func (lay *Layout) GroupSpans(g int, f func(off, n int, decay bool)) {
+	for _, t := range lay.GroupTensors(g) {
+		f(t.Offset, t.Len, t.Decay)
+	}
+}
+
+// AcquisitionOrder is the order in which a forward pass (backward false)
+// or a backward pass acquires the parameter groups from its ParamStore:
+// forward 0, 1, …, L+1 (the embeddings, the blocks, the final norm);
+// backward 0 and L+1 first (the classifier and the final norm need them),
+// then the blocks from the last: 0, L+1, L, …, 1.
+func (lay *Layout) AcquisitionOrder(backward bool) []int {
+	G := lay.NumGroups()
+	out := make([]int, G)
+	for i := range out {
+		out[i] = i
+		if backward {
+			out[i] = (G - i) % G
+		}
+	}
+	return out
+}

@@ -8,13 +8,13 @@ import (
 
 // Options choose dtypes and hooks for a Model.
 type Options struct {
-	ParamDType backend.DType // parameters; zero means F32
-	GradDType  backend.DType // gradients (accumulated across micro-batches); zero means F32
-	ActDType   backend.DType // activations; zero means ParamDType
+	// ActDType is the activations' storage type (zero: F32). The store
+	// decides the parameters' and gradients' types.
+	ActDType backend.DType
 
-	// Store, when set, supplies parameters and gradient buffers group by
-	// group (a ZeRO engine); the model then allocates neither, and Params,
-	// Grads, SetParams, HostParams, HostGrads and ZeroGrad are not available.
+	// Store supplies the parameters and gradient buffers group by group: a
+	// ZeRO engine (zero.Engine; one rank at stage 0 for a single process).
+	// It is required: the model allocates activations only.
 	Store ParamStore
 
 	// Checkpoint turns on activation checkpointing: forward keeps only each
@@ -43,17 +43,15 @@ const (
 	passBackward      // Backward ran: logits hold dlogits
 )
 
-// Model is a GPT-2 on a Backend: it owns the flat parameter buffer, the
-// gradient buffer of the same layout and the activations of the largest
+// Model is a GPT-2 on a Backend: its parameters and gradients come from a
+// ParamStore group by group, and it owns the activations of the largest
 // (B,T) seen so far. A Model is used by one goroutine at a time.
 type Model struct {
 	be     backend.Backend
 	cfg    Config
 	layout *Layout
 	opts   Options
-
-	params, grads backend.Buffer // (NumParams) each, in the Params and Grads categories; zero with a Store
-	store         ParamStore
+	store  ParamStore
 
 	acts   *activations
 	arenas map[arenaKey]backend.Buffer
@@ -61,113 +59,33 @@ type Model struct {
 	state  pass
 }
 
-// New allocates a model's parameters (zero until SetParams) and gradients
-// (zero) on be's device pool. Activations are allocated by the first
-// Forward or by ReserveActivations.
+// New makes a model whose parameters and gradients opts.Store supplies.
+// Activations are allocated by the first Forward or by ReserveActivations.
 func New(be backend.Backend, cfg Config, opts Options) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.ParamDType == 0 {
-		opts.ParamDType = backend.F32
-	}
-	if opts.GradDType == 0 {
-		opts.GradDType = backend.F32
+	if opts.Store == nil {
+		return nil, fmt.Errorf("model: no ParamStore: parameters come from a ZeRO engine (zero.New; one rank at stage 0 for a single process)")
 	}
 	if opts.ActDType == 0 {
-		opts.ActDType = opts.ParamDType
+		opts.ActDType = backend.F32
 	}
-	for _, dt := range []backend.DType{opts.ParamDType, opts.GradDType, opts.ActDType} {
-		if !dt.IsFloat() {
-			return nil, fmt.Errorf("model: dtype %s is not a float type", dt)
-		}
+	if !opts.ActDType.IsFloat() {
+		return nil, fmt.Errorf("model: activation dtype %s is not a float type", opts.ActDType)
 	}
-	m := &Model{be: be, cfg: cfg, layout: NewLayout(cfg), opts: opts, arenas: map[arenaKey]backend.Buffer{}}
-	if opts.Store != nil {
-		m.store = opts.Store
-		return m, nil
-	}
-	n := m.layout.NumParams()
-	var err error
-	if m.params, err = be.Alloc(backend.Device, backend.Params, opts.ParamDType, n); err != nil {
-		return nil, fmt.Errorf("model: parameters (%d × %s): %w", n, opts.ParamDType, err)
-	}
-	if m.grads, err = be.Alloc(backend.Device, backend.Grads, opts.GradDType, n); err != nil {
-		be.Free(m.params)
-		return nil, fmt.Errorf("model: gradients (%d × %s): %w", n, opts.GradDType, err)
-	}
-	m.store = &flatStore{lay: m.layout, params: m.params, grads: m.grads}
-	return m, nil
+	return &Model{be: be, cfg: cfg, layout: NewLayout(cfg), opts: opts, store: opts.Store, arenas: map[arenaKey]backend.Buffer{}}, nil
 }
 
-// Free releases everything the model allocated. The model is unusable after.
-func (m *Model) Free() {
-	m.freeActivations()
-	if !m.params.IsNil() {
-		m.be.Free(m.params)
-		m.be.Free(m.grads)
-	}
-}
+// Free releases the activations. The model is unusable after; the store
+// keeps the parameters.
+func (m *Model) Free() { m.freeActivations() }
 
 // Config is the model's shape.
 func (m *Model) Config() Config { return m.cfg }
 
-// Layout is the flat parameter layout of Params and Grads.
+// Layout is the flat parameter layout the store's buffers follow.
 func (m *Model) Layout() *Layout { return m.layout }
-
-// Params is the flat parameter buffer (NumParams elements of ParamDType).
-// The model owns it; callers (optimizer, ZeRO) may write it between passes.
-func (m *Model) Params() backend.Buffer { return m.params }
-
-// Grads is the flat gradient buffer, same layout as Params. Backward adds
-// into it; ZeroGrad clears it.
-func (m *Model) Grads() backend.Buffer { return m.grads }
-
-// ZeroGrad sets every gradient to zero (with a Store, the store owns the
-// gradients and ZeroGrad does nothing).
-func (m *Model) ZeroGrad() {
-	if !m.grads.IsNil() {
-		m.be.Zero(m.grads)
-	}
-}
-
-var errExternalStore = fmt.Errorf("model: parameters live in the ParamStore given to New, not in the model")
-
-// SetParams uploads host weights in the flat layout (rounded to ParamDType).
-func (m *Model) SetParams(host []float32) error {
-	if m.params.IsNil() {
-		return errExternalStore
-	}
-	if len(host) != m.layout.NumParams() {
-		return fmt.Errorf("model: set parameters: %d values for %d parameters", len(host), m.layout.NumParams())
-	}
-	if err := backend.WriteF32(m.be, m.params, host); err != nil {
-		return fmt.Errorf("model: set parameters: %w", err)
-	}
-	return nil
-}
-
-// HostParams downloads the parameters as float32 in the flat layout.
-func (m *Model) HostParams() ([]float32, error) {
-	if m.params.IsNil() {
-		return nil, errExternalStore
-	}
-	if err := m.be.Sync(); err != nil {
-		return nil, err
-	}
-	return backend.ReadF32(m.be, m.params)
-}
-
-// HostGrads downloads the gradients as float32 in the flat layout.
-func (m *Model) HostGrads() ([]float32, error) {
-	if m.grads.IsNil() {
-		return nil, errExternalStore
-	}
-	if err := m.be.Sync(); err != nil {
-		return nil, err
-	}
-	return backend.ReadF32(m.be, m.grads)
-}
 
 // ReserveActivations allocates activations for batches up to (B,T) now, so
 // memory is accounted before the first step.

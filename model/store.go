@@ -7,50 +7,28 @@ import (
 )
 
 // ParamStore supplies the model's parameters and gradient buffers one
-// parameter group at a time (Layout.GroupRange): group 0 the embeddings,
-// 1..L the blocks, L+1 the final LayerNorm. The buffers it returns are
-// indexed from the group's first element. A ZeRO engine implements it to
-// gather partitioned parameters just before use (stage 3) and to reduce a
-// group's gradients as soon as backward has produced them (stage 2).
+// parameter group at a time (Layout.GroupRange), in the order
+// Layout.AcquisitionOrder gives. The buffers it returns are indexed from
+// the group's first element. A ZeRO engine (zero.Engine) implements it: it
+// gathers partitioned parameters just before their use and reduces a
+// group's gradients as soon as backward has produced them; with one rank
+// and stage 0 it simply hands out slices of whole buffers.
 //
-// Call order within one Forward: Acquire(0), then for each block g
-// Acquire(g) … Release(g), then Acquire(L+1) … Release(L+1), and Release(0)
-// after the classifier. Within one Backward: Acquire(0) and Acquire(L+1);
-// AcquireGrads(0) and AcquireGrads(L+1); Release(L+1) and GradsReady(L+1)
-// after the final LayerNorm; for each block from the last, Acquire(g),
-// AcquireGrads(g), Release(g), GradsReady(g); finally Release(0) and
-// GradsReady(0) after the encoder. backward says which pass asks.
+// Every Acquire is paired with a Release of the same group and pass. A
+// forward pass acquires each group, in order, for as long as it uses it
+// (the embeddings stay acquired until the classifier is done). A backward
+// pass acquires the embeddings and the final norm first, then each block
+// from the last, and releases each group as soon as its gradient
+// contribution of the micro-batch is complete.
 type ParamStore interface {
-	AcquireParams(g int, backward bool) (backend.Buffer, error)
-	ReleaseParams(g int, backward bool) error
-	// AcquireGrads returns the buffer group g's gradients accumulate into
-	// (parameter gradients are +=).
-	AcquireGrads(g int) (backend.Buffer, error)
-	// GradsReady says group g's gradient contribution of this micro-batch
-	// is complete.
-	GradsReady(g int) error
+	// Acquire returns group g's parameters and, for backward, the buffer
+	// its gradients accumulate into (parameter gradients are +=); forward
+	// gets the zero Buffer for them.
+	Acquire(g int, backward bool) (params, grads backend.Buffer, err error)
+	// Release ends the use of group g's parameters and, for backward, says
+	// its gradients of this micro-batch are complete.
+	Release(g int, backward bool) error
 }
-
-// flatStore is the model's own store: every parameter and gradient in one
-// resident flat buffer (no ZeRO, or ZeRO stages 0 and 1).
-type flatStore struct {
-	lay           *Layout
-	params, grads backend.Buffer
-}
-
-func (s *flatStore) AcquireParams(g int, _ bool) (backend.Buffer, error) {
-	off, n := s.lay.GroupRange(g)
-	return s.params.Slice(off, n), nil
-}
-
-func (s *flatStore) ReleaseParams(int, bool) error { return nil }
-
-func (s *flatStore) AcquireGrads(g int) (backend.Buffer, error) {
-	off, n := s.lay.GroupRange(g)
-	return s.grads.Slice(off, n), nil
-}
-
-func (s *flatStore) GradsReady(int) error { return nil }
 
 // groupViews are views of one group's tensors in a buffer that starts at the
 // group's first element.

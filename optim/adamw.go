@@ -65,28 +65,25 @@ func (c AdamWConfig) Scheduled(s Scheduler) AdamWConfig {
 // (1 dim) do not, as in GPT-2 training (nanoGPT's configure_optimizers).
 func Decays(shape []int) bool { return len(shape) >= 2 }
 
-// StepParams builds the backend's hyperparameters for one AdamW update of
-// one tensor: lr is the scheduled rate of this step; step is the 1-based
-// count of successful updates so far (it drives the bias correction
-// 1−β^step, so skipped fp16 steps do not count); gradScale multiplies every
-// gradient (1/loss_scale times the clip coefficient, see CombinedScale);
-// decay says whether this tensor takes weight decay (Decays).
-// step < 1 is a caller bug and panics.
-func StepParams(cfg AdamWConfig, lr float64, step int, gradScale float64, decay bool) backend.AdamWParams {
+// Params builds the backend's hyperparameters for an AdamW update with
+// this config (its LR already scheduled, see Scheduled): step is the
+// 1-based count of successful updates so far (it drives the bias
+// correction 1−β^step, so skipped fp16 steps do not count). WeightDecay is
+// the config's, for the tensors that take it (Decays; the caller zeroes it
+// for the others) and GradScale is 1 (the caller multiplies in 1/loss_scale
+// and the clip coefficient, see CombinedScale). step < 1 is a caller bug
+// and panics.
+func (c AdamWConfig) Params(step int) backend.AdamWParams {
 	if step < 1 {
 		panic("optim: AdamW step must be ≥ 1")
 	}
-	wd := 0.0
-	if decay {
-		wd = cfg.WeightDecay
-	}
 	return backend.AdamWParams{
-		LR:          float32(lr),
-		Beta1:       float32(cfg.Beta1),
-		Beta2:       float32(cfg.Beta2),
-		Eps:         float32(cfg.Eps),
-		WeightDecay: float32(wd),
-		GradScale:   float32(gradScale),
+		LR:          float32(c.LR),
+		Beta1:       float32(c.Beta1),
+		Beta2:       float32(c.Beta2),
+		Eps:         float32(c.Eps),
+		WeightDecay: float32(c.WeightDecay),
+		GradScale:   1,
 		Step:        step,
 	}
 }

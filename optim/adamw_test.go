@@ -65,24 +65,19 @@ func TestDecays(t *testing.T) {
 	}
 }
 
-func TestStepParams(t *testing.T) {
-	cfg := AdamWConfig{LR: 1, Beta1: 0.85, Beta2: 0.95, Eps: 1e-6, WeightDecay: 0.1, AdamWMode: true}
-	got := StepParams(cfg, 3e-4, 7, 0.25, true)
-	want := backend.AdamWParams{LR: 3e-4, Beta1: 0.85, Beta2: 0.95, Eps: 1e-6, WeightDecay: 0.1, GradScale: 0.25, Step: 7}
+func TestParams(t *testing.T) {
+	cfg := AdamWConfig{LR: 3e-4, Beta1: 0.85, Beta2: 0.95, Eps: 1e-6, WeightDecay: 0.1, AdamWMode: true}
+	got := cfg.Params(7)
+	want := backend.AdamWParams{LR: 3e-4, Beta1: 0.85, Beta2: 0.95, Eps: 1e-6, WeightDecay: 0.1, GradScale: 1, Step: 7}
 	if got != want {
-		t.Errorf("decayed: %+v, want %+v", got, want)
-	}
-	got = StepParams(cfg, 3e-4, 7, 0.25, false)
-	want.WeightDecay = 0
-	if got != want {
-		t.Errorf("not decayed: %+v, want %+v", got, want)
+		t.Errorf("%+v, want %+v", got, want)
 	}
 	defer func() {
 		if recover() == nil {
 			t.Error("step 0 did not panic")
 		}
 	}()
-	StepParams(cfg, 3e-4, 0, 1, true)
+	cfg.Params(0)
 }
 
 func TestScheduled(t *testing.T) {

@@ -12,9 +12,11 @@
 //	scale := scaler.Scale()                  // the scale the loss was multiplied by
 //	skipped, err := scaler.Update(overflow)  // stop the run on err
 //	if !skipped {
-//		c := adam.Scheduled(sched)             // lr (and OneCycle betas) for step k
-//		gs := 1 / optim.CombinedScale(norm, scale, clip)
-//		p := optim.StepParams(c, c.LR, k, gs, optim.Decays(shape))
+//		p := adam.Scheduled(sched).Params(k)   // lr (and OneCycle betas) for step k
+//		p.GradScale = float32(1 / optim.CombinedScale(norm, scale, clip))
+//		if !optim.Decays(shape) {
+//			p.WeightDecay = 0
+//		}
 //		backend.AdamW(param, master, grad, m, v, p) // per tensor or partition
 //		sched.Step()                           // never on a skipped step
 //	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -64,7 +63,10 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	ts := trainerState{Updates: r.updates, Skipped: r.skipped, Scheduler: r.sch.State(), Data: r.train.Save()}
+	ts := trainerState{Updates: r.updates, Skipped: r.skipped, Scheduler: r.sch.State()}
+	if r.loader != nil {
+		ts.Data = r.loader.Save()
+	}
 	if r.scaler != nil {
 		st := r.scaler.State()
 		ts.Scaler = &st
@@ -78,7 +80,7 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 		Step: int64(step), Samples: int64(step) * int64(r.o.Batch.TrainBatchSize), Tokens: tokens,
 		WorldSize: r.world, Stage: r.o.Config.ZeRO.Stage, Precision: pdt.String(),
 		Model: checkpoint.ModelConfigOf(r.o.Model), Seed: r.o.Seed, DataPosition: raw,
-		RunID: r.runID, Fields: storedFields(r.fields),
+		RunID: r.runID, Fields: r.fields,
 	}
 	// The scheduler and loss-scaler states also sit under DeepSpeed's own
 	// key names, for people reading meta.json; the resume reads them from
@@ -114,107 +116,15 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	return nil
 }
 
-// openResume decides where the run starts, from --resume and what the
-// output directory holds, and opens the checkpoint to continue from (nil:
-// a fresh start). Every rank decides alike from the same files; rank 0
-// alone moves an earlier run aside and speaks.
-//
-//   - "" or "never": a fresh start. A checkpoints directory with tags is
-//     refused (it would mix two runs and let retention delete the earlier
-//     one), unless Overwrite moves it aside.
-//   - "auto": the tag "latest" names; without "latest", the newest tag that
-//     verifies; with no tags at all, a fresh start (a requeued job's first
-//     submission).
-//   - anything else: a checkpoints directory (its "latest") or one tag
-//     directory.
+// openResume opens the checkpoint this run continues from (nil: a fresh
+// start), as --resume and --overwrite say (checkpoint.OpenForResume).
+// Every rank decides alike from the same files; rank 0 alone moves an
+// earlier run aside and speaks.
 func (r *run) openResume() (*checkpoint.Reader, error) {
-	o := r.o
-	dir := checkpoint.Dir(o.OutputDir)
-	if o.Overwrite && o.Resume != "" && o.Resume != "never" {
-		return nil, fmt.Errorf("--overwrite starts afresh and cannot be combined with --resume %s; drop one of them", o.Resume)
-	}
-	switch o.Resume {
-	case "", "never":
-		if o.OutputDir == "" {
-			return nil, nil
-		}
-		has, err := checkpoint.HasTags(dir)
-		if err != nil || !has {
-			return nil, err
-		}
-		if !o.Overwrite {
-			return nil, fmt.Errorf("%s already holds checkpoints (%s); pass --resume auto to continue that run, or --overwrite to start afresh (the old checkpoints are moved aside, not deleted)",
-				dir, tagSummary(dir))
-		}
-		if r.rank == 0 {
-			moved, err := checkpoint.MoveAside(dir, time.Now())
-			if err != nil {
-				return nil, fmt.Errorf("--overwrite: %w", err)
-			}
-			fmt.Fprintf(o.Log, "--overwrite: moved the previous checkpoints to %s\n", moved)
-		}
-		return nil, nil
-	case "auto":
-		if o.OutputDir == "" {
-			return nil, fmt.Errorf("--resume auto needs --output-dir (its checkpoints directory is where it looks)")
-		}
-		has, err := checkpoint.HasTags(dir)
-		if err != nil {
-			return nil, err
-		}
-		if !has {
-			fmt.Fprintf(o.Log, "--resume auto: no checkpoint in %s yet; starting at step 1\n", dir)
-			return nil, nil
-		}
-		// A tag "latest" names is resumed from, or refused if it is damaged
-		// (the error names the previous complete tag). Without a usable
-		// "latest" — missing, unreadable, or naming a tag that is not there
-		// (a save cut between renames on a file system without exchange) —
-		// the newest tag that verifies is taken, and the output says so.
-		why := fmt.Sprintf("%s has no %q file", dir, checkpoint.LatestFile)
-		switch tag, ok, err := checkpoint.Latest(dir); {
-		case err != nil:
-			why = err.Error()
-		case ok:
-			if _, err := os.Stat(filepath.Join(dir, tag)); err == nil {
-				return checkpoint.Open(dir, "")
-			}
-			why = fmt.Sprintf("%s names %s, which is not in %s", checkpoint.LatestFile, tag, dir)
-		}
-		ck, skipped, err := checkpoint.OpenNewestVerified(dir)
-		if err != nil {
-			return nil, fmt.Errorf("%s, and %w; pass --resume with a tag directory to choose, or --overwrite to start afresh", why, err)
-		}
-		fmt.Fprintf(o.Log, "--resume auto: %s; resuming from %s, the newest checkpoint that verifies\n", why, ck.Tag())
-		for _, s := range skipped {
-			fmt.Fprintf(o.Log, "  skipped %s\n", s)
-		}
-		return ck, nil
-	}
-	if st, err := os.Stat(o.Resume); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory: pass auto, never, a checkpoints directory (e.g. out/checkpoints) or a tag directory (e.g. out/checkpoints/%s)",
-			o.Resume, checkpoint.TagName(100))
-	}
-	if _, err := os.Stat(filepath.Join(o.Resume, checkpoint.MetaFile)); err == nil {
-		return checkpoint.Open(filepath.Dir(o.Resume), filepath.Base(o.Resume))
-	}
-	return checkpoint.Open(o.Resume, "")
-}
-
-// tagSummary names the tags in a checkpoints directory for a message.
-func tagSummary(dir string) string {
-	tags, err := checkpoint.List(dir)
-	if err != nil || len(tags) == 0 {
-		return "tags of an earlier run"
-	}
-	names := make([]string, 0, len(tags))
-	for _, t := range tags {
-		names = append(names, t.Tag)
-	}
-	if len(names) > 6 {
-		names = append(names[:2], fmt.Sprintf("… %d more …", len(names)-4), names[len(names)-2], names[len(names)-1])
-	}
-	return strings.Join(names, ", ")
+	return checkpoint.OpenForResume(checkpoint.ResumeOptions{
+		OutputDir: r.o.OutputDir, Resume: r.o.Resume, Overwrite: r.o.Overwrite, MoveAside: r.rank == 0,
+		Log: func(format string, args ...any) { fmt.Fprintf(r.o.Log, format, args...) },
+	})
 }
 
 // newRunID names a fresh run's checkpoint lineage.
@@ -224,29 +134,16 @@ func newRunID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// storedFields converts the run's fields for meta.json.
-func storedFields(fs []Field) []checkpoint.Field {
-	out := make([]checkpoint.Field, len(fs))
-	for i, f := range fs {
-		out[i] = checkpoint.Field{Name: f.Name, Value: f.Value, Math: f.Math}
-	}
-	return out
-}
-
 // checkConfig lists, on rank 0 and before step 1, every setting that
 // differs from the checkpoint's, and refuses a difference that changes what
 // training computes unless AllowConfigChange. Checkpoints that predate the
 // stored settings are compared on what their meta.json has.
 func (r *run) checkConfig(ck *checkpoint.Reader) error {
 	meta := ck.Meta()
-	var stored []Field
-	partial := len(meta.Fields) == 0
-	for _, f := range meta.Fields {
-		stored = append(stored, Field{Name: f.Name, Value: f.Value, Math: f.Math})
-	}
-	now := r.fields
+	stored, now := meta.Fields, r.fields
+	partial := len(stored) == 0
 	if partial {
-		stored, now = legacyFields(meta), legacyFields(r.currentMeta())
+		stored, now = meta.LegacyFields(), r.currentMeta().LegacyFields()
 		fmt.Fprintf(r.o.Log, "warning: checkpoint %s predates the settings gotrain stores with a checkpoint: compared model, precision, batch size, world size and ZeRO stage only; learning rate, schedule, data and the rest could not be checked\n", ck.Tag())
 	}
 	diffs := DiffFields(stored, now)
@@ -278,23 +175,6 @@ func (r *run) currentMeta() checkpoint.Metadata {
 		Stage: r.o.Config.ZeRO.Stage, Precision: pdt.String(), Model: checkpoint.ModelConfigOf(r.o.Model)}
 }
 
-// legacyFields are the comparable settings of a meta.json without stored
-// fields; the train batch size is what it sampled per step.
-func legacyFields(m checkpoint.Metadata) []Field {
-	c := m.Model
-	fs := []Field{
-		{Name: "model", Value: fmt.Sprintf("n_layer %d, n_head %d, n_embd %d, n_positions %d, vocab_size %d (padded %d)",
-			c.NLayer, c.NHead, c.NEmbd, c.NPositions, c.VocabSize, c.PaddedVocab), Math: true},
-		{Name: "precision", Value: m.Precision, Math: true},
-		{Name: "world_size", Value: strconv.Itoa(m.WorldSize)},
-		{Name: "config.zero_optimization.stage", Value: strconv.Itoa(m.Stage)},
-	}
-	if m.Step > 0 {
-		fs = append(fs, Field{Name: "batch.train_batch_size", Value: strconv.FormatInt(m.Samples/m.Step, 10), Math: true})
-	}
-	return fs
-}
-
 // sameDir reports whether two paths name one directory.
 func sameDir(a, b string) (bool, error) {
 	sa, err := os.Stat(a)
@@ -315,17 +195,7 @@ func (r *run) warnNewerTags(ck *checkpoint.Reader) {
 	if r.o.OutputDir == "" {
 		return
 	}
-	tags, err := checkpoint.List(checkpoint.Dir(r.o.OutputDir))
-	if err != nil {
-		return
-	}
-	var newer []string
-	for _, t := range tags {
-		if t.Step > ck.Meta().Step {
-			newer = append(newer, t.Tag)
-		}
-	}
-	if len(newer) > 0 {
+	if newer := checkpoint.TagsAfter(checkpoint.Dir(r.o.OutputDir), ck.Meta().Step); len(newer) > 0 {
 		fmt.Fprintf(r.o.Log, "warning: %s holds checkpoints beyond the resumed step %d (%s): retention never deletes them, but this run replaces any it saves again, and %q will name this run's saves\n",
 			checkpoint.Dir(r.o.OutputDir), ck.Meta().Step, strings.Join(newer, ", "), checkpoint.LatestFile)
 	}
@@ -366,13 +236,7 @@ func (r *run) restore(ck *checkpoint.Reader) (startStep int, tokens int64, err e
 			return 0, 0, fmt.Errorf("--resume %s: loss scaler: %w", ck.Tag(), err)
 		}
 	}
-	pos := ts.Data
-	if pos.GroupTokens != 0 && pos.GroupTokens != r.train.GroupTokens() {
-		// Another world size or batch: carry the position over in tokens.
-		pos.Group = pos.Group * pos.GroupTokens / r.train.GroupTokens()
-		pos.GroupTokens = r.train.GroupTokens()
-	}
-	if err := r.train.Restore(pos); err != nil {
+	if err := r.restoreData(ts.Data); err != nil {
 		return 0, 0, fmt.Errorf("--resume %s: %w", ck.Tag(), err)
 	}
 	r.runID = meta.RunID
@@ -387,4 +251,18 @@ func (r *run) restore(ck *checkpoint.Reader) (startStep int, tokens int64, err e
 	fmt.Fprintf(r.o.Log, "resumed from %s (step %d, written by %d rank(s) at ZeRO stage %d)\n",
 		ck.Tag(), meta.Step, meta.WorldSize, meta.Stage)
 	return int(meta.Step) + 1, meta.Tokens, nil
+}
+
+// restoreData moves the loader to a checkpoint's data position; a run on
+// another world size or batch carries the position over in tokens. A run
+// fed by Options.Batches has no position to restore.
+func (r *run) restoreData(pos data.LoaderState) error {
+	if r.loader == nil {
+		return nil
+	}
+	if pos.GroupTokens != 0 && pos.GroupTokens != r.loader.GroupTokens() {
+		pos.Group = pos.Group * pos.GroupTokens / r.loader.GroupTokens()
+		pos.GroupTokens = r.loader.GroupTokens()
+	}
+	return r.loader.Restore(pos)
 }

@@ -1,13 +1,15 @@
 package trainer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/meta"
+	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/model"
-	"github.com/gotrain/gotrain/zero"
 )
 
 // PoolBytes is a byte count on the device and in host memory (pinned and
@@ -39,10 +41,10 @@ func (b MemoryBreakdown) Total() PoolBytes {
 	return b.Params.plus(b.Grads).plus(b.Master).plus(b.Optimizer).plus(b.Activations).plus(b.Buffers)
 }
 
-// MemoryEstimate is what one rank of a run holds, computed before launch
-// from the partition arithmetic the ZeRO engine uses (zero.NewPlan) and the
-// model's activation plan (model.ActivationBytes). Every rank holds the same
-// amounts: ZeRO partitions are padded to equal lengths.
+// MemoryEstimate is what one rank of a run holds, computed before launch by
+// running the run's own start-up and steps on an accounting backend (see
+// Estimate). Every rank holds the same amounts: ZeRO partitions are padded
+// to equal lengths.
 type MemoryEstimate struct {
 	Model        model.Config `json:"-"`
 	Shape        ModelShape   `json:"model"`
@@ -64,11 +66,11 @@ type MemoryEstimate struct {
 	// Steady is what the rank holds once start-up is done (engine built,
 	// activations reserved), before the first step.
 	Steady MemoryBreakdown `json:"steady"`
-	// Peak is the rank's largest footprint during a step: Steady plus the
-	// stage-3 gathered parameter windows (Params) and the stage-2/3
-	// gradient reduction windows (Buffers) at the moment their sum is
-	// largest. With overlap_comm it assumes each reduction finishes only
-	// when the engine must wait for it, so it is an upper bound.
+	// Peak is what the rank holds, by category, at each pool's largest
+	// footprint during a step: Steady plus the gathered stage-3 parameter
+	// windows (Params) and the gradient reduction windows (Buffers). Each
+	// reduction is taken to finish only when the engine must wait for it,
+	// so with overlap_comm it is an upper bound.
 	Peak MemoryBreakdown `json:"peak"`
 	// The activations of one micro-batch without and with activation
 	// checkpointing; the one the run uses is in Steady.Activations.
@@ -111,10 +113,13 @@ type EstimateOptions struct {
 }
 
 // Estimate computes one rank's memory for training m with cfg over world
-// ranks at sequence length seqLen, without allocating anything. cfg must be
-// resolved for world ("auto" filled); the micro-batch comes from
-// cfg.Resolve(world). The numbers follow the allocations the trainer and
-// the ZeRO engine make (see MemoryEstimate).
+// ranks at sequence length seqLen, without allocating anything: it builds
+// rank 0's run on an accounting backend (backend/meta) with a comm.Null
+// playing one rank of world, takes two real steps, and reads the backend's
+// accounting. The numbers are therefore the trainer's and the ZeRO
+// engine's own allocations, by construction (see MemoryEstimate). cfg must
+// be resolved for world ("auto" filled); the micro-batch comes from
+// cfg.Resolve(world).
 func Estimate(cfg *config.Config, m model.Config, world, seqLen int, opts EstimateOptions) (MemoryEstimate, error) {
 	var est MemoryEstimate
 	if cfg == nil {
@@ -133,9 +138,6 @@ func Estimate(cfg *config.Config, m model.Config, world, seqLen int, opts Estima
 	if nodes < 1 || world%nodes != 0 {
 		return est, fmt.Errorf("estimate: %d ranks do not spread evenly over %d nodes; pick a node count that divides the rank count", world, nodes)
 	}
-	if seqLen < 1 || seqLen > m.MaxT {
-		return est, fmt.Errorf("estimate: sequence length %d: must be between 1 and the model's n_positions %d", seqLen, m.MaxT)
-	}
 	batch, err := cfg.Resolve(world)
 	if err != nil {
 		return est, err
@@ -144,181 +146,96 @@ func Estimate(cfg *config.Config, m model.Config, world, seqLen int, opts Estima
 	if err != nil {
 		return est, err
 	}
-	zo := engineOptions(cfg)
-	zo.ParamDType, zo.GradAccumDType = pdt, gdt
-	offOpt, offParam, err := offloadPlacement(cfg)
+	ckpt := opts.Checkpoint || cfg.ActivationCheckpointing.Present
+	hostCkpt := ckpt && cfg.ActivationCheckpointing.CPUCheckpointing
+	o := Options{Config: cfg, Batch: batch, Model: m, SeqLen: seqLen, MaxSteps: estimateSteps, Checkpoint: ckpt, CheckpointHost: hostCkpt}
+	used, err := measureOnMeta(o)
 	if err != nil {
 		return est, err
 	}
-
-	lay := model.NewLayout(m)
-	sizes := make([]int, lay.NumGroups())
-	for g := range sizes {
-		_, sizes[g] = lay.GroupRange(g)
+	// The activations of the other choice, for the table's second row.
+	o.Checkpoint, o.CheckpointHost = !ckpt, !ckpt && cfg.ActivationCheckpointing.CPUCheckpointing
+	other, err := measureOnMeta(o)
+	if err != nil {
+		return est, err
 	}
-	plan := zero.NewPlan(sizes, world)
-	ckpt := opts.Checkpoint || cfg.ActivationCheckpointing.Present
-	hostCkpt := ckpt && cfg.ActivationCheckpointing.CPUCheckpointing
-
+	zo := engineOptions(cfg)
+	lay := model.NewLayout(m)
 	est = MemoryEstimate{
 		Model: m, Shape: ModelShape{NPositions: m.MaxT, VocabSize: m.V, PaddedVocab: m.Vp, NLayer: m.L, NHead: m.NH, NEmbd: m.C},
 		NumParams: int64(lay.NumParams()), World: world, Nodes: nodes, RanksPerNode: world / nodes,
 		Stage: zo.Stage, MicroBatch: batch.MicroBatch, SeqLen: seqLen,
 		ParamDType: pdt.String(), GradDType: gdt.String(),
-		OffloadOptimizer: offOpt, OffloadParam: offParam, Checkpointing: ckpt, CPUCheckpointing: hostCkpt,
-		ActivationsFull:         activationPools(m, batch.MicroBatch, seqLen, pdt, false, false),
-		ActivationsCheckpointed: activationPools(m, batch.MicroBatch, seqLen, pdt, true, hostCkpt),
+		OffloadOptimizer: zo.OffloadOptimizer, OffloadParam: zo.OffloadParam, Checkpointing: ckpt, CPUCheckpointing: hostCkpt,
+		Steady: used.steady, Peak: used.peak, PeakGatheredElements: used.gathered,
 	}
-	est.Steady = engineResident(plan, lay.NumParams(), zo, offOpt, offParam)
-	est.Steady.Activations = est.ActivationsFull
+	full, checkpointed := used, other
 	if ckpt {
-		est.Steady.Activations = est.ActivationsCheckpointed
+		full, checkpointed = other, used
 	}
-	est.Steady.Buffers = est.Steady.Buffers.plus(trainerBuffers(world))
-
-	tr := simulateStep(plan, zo, batch.GradAccum)
-	est.PeakGatheredElements = tr.gathered
-	est.Peak = est.Steady
-	est.Peak.Params.Device += tr.gathered * int64(pdt.Size())
-	est.Peak.Buffers.Device += tr.windows * int64(gdt.Size())
-
+	est.ActivationsFull, est.ActivationsCheckpointed = full.steady.Activations, checkpointed.steady.Activations
 	est.HostPerNode.Steady = int64(est.RanksPerNode) * est.Steady.Total().Host
 	est.HostPerNode.Peak = int64(est.RanksPerNode) * est.Peak.Total().Host
-	est.DeepSpeed = deepSpeedEstimate(lay, zo.Stage, world, nodes, offOpt, offParam)
+	est.DeepSpeed = deepSpeedEstimate(lay, zo.Stage, world, nodes, zo.OffloadOptimizer, zo.OffloadParam)
 	return est, nil
 }
 
-// offloadPlacement reads which ZeRO states live in host memory. As in
-// DeepSpeed, optimizer offload needs stage ≥ 1 (stage 0 ignores it, as the
-// config warns) and parameter offload stage 3; gotrain offloads to CPU
-// memory only.
-func offloadPlacement(cfg *config.Config) (optimizer, param bool, err error) {
-	z := cfg.ZeRO
-	if o := z.OffloadOptimizer; o != nil && o.Device != "none" && o.Device != "" {
-		if o.Device != "cpu" {
-			return false, false, fmt.Errorf("zero_optimization.offload_optimizer.device %q: gotrain offloads to cpu memory only", o.Device)
-		}
-		if o.Ratio != 0 && o.Ratio != 1 {
-			return false, false, fmt.Errorf("zero_optimization.offload_optimizer.ratio %v: gotrain offloads the whole optimizer state (ratio 1)", o.Ratio)
-		}
-		optimizer = z.Stage >= 1
-	}
-	if o := z.OffloadParam; o != nil && o.Device != "none" && o.Device != "" {
-		if o.Device != "cpu" {
-			return false, false, fmt.Errorf("zero_optimization.offload_param.device %q: gotrain offloads to cpu memory only", o.Device)
-		}
-		if z.Stage != 3 {
-			return false, false, fmt.Errorf("zero_optimization.offload_param needs stage 3, but stage is %d", z.Stage)
-		}
-		param = true
-	}
-	return optimizer, param, nil
+// estimateSteps is how many steps an estimate takes: the second shows the
+// steady state of every buffer a step grows into (reduction windows, the
+// optimizer's first touch).
+const estimateSteps = 2
+
+// metaMeasure is what one run on the accounting backend held.
+type metaMeasure struct {
+	steady   MemoryBreakdown // after start-up
+	peak     MemoryBreakdown // at each pool's peak over the steps
+	gathered int64           // the most partitioned-parameter elements gathered at once
 }
 
-// engineResident is what zero.New allocates for the stage (zero/engine.go
-// allocate): the buffers it keeps until Close. Sizes are in elements of
-// the plan. Offload moves states from the device to the host column, as
-// DeepSpeed's ZeRO-Offload does: optimizer offload the fp32 master and the
-// moments (plus a host chunk each for the gradient copied out and the
-// updated parameters), parameter offload the stage-3 partition (plus a
-// device chunk each gather copies it into). Persistent stage-3 groups stay
-// whole on the device either way.
-func engineResident(plan zero.Plan, total int, o zero.Options, offOpt, offParam bool) MemoryBreakdown {
-	ps, gs := int64(o.ParamDType.Size()), int64(o.GradAccumDType.Size())
-	const f32 = 4
-	part, padded, n := int64(plan.PartLen), int64(plan.PaddedLen), int64(total)
-	var maxChunk int64
-	for _, gp := range plan.Groups {
-		maxChunk = max(maxChunk, int64(gp.Chunk))
+// measureOnMeta builds rank 0 of o's run on an accounting backend, with
+// collectives that run lazily (so a reduction finishes only when it must:
+// the most a real run can hold) and takes estimateSteps steps on zero
+// tokens.
+func measureOnMeta(o Options) (metaMeasure, error) {
+	var mm metaMeasure
+	be := meta.New(meta.Options{})
+	o.Comm = comm.NewNull(0, o.Batch.WorldSize)
+	c, o, err := normalize(be, o)
+	if err != nil {
+		return mm, err
 	}
-	var b MemoryBreakdown
-	var master, moments PoolBytes
-	state := part // elements of master and of each moment
-	switch o.Stage {
-	case 0:
-		state = n
-		b.Params.Device = n * ps
-		b.Grads.Device = n * gs
-		if o.ParamDType != backend.F32 {
-			master.Device = n * f32
-		}
-	case 1, 2:
-		b.Params.Device = padded * ps
-		b.Grads.Device = part * gs // the reduced partition
-		if o.Stage == 1 {
-			b.Grads.Device += padded * gs // full gradients, reduced at the step
-		}
-		b.Buffers.Device = 2 * maxChunk * ps // double-buffered all-gather staging
-	case 3:
-		if offParam {
-			b.Params.Host = part * ps
-			b.Buffers.Device += maxChunk * ps // a chunk copied in for its all-gather
-		} else {
-			b.Params.Device = part * ps
-		}
-		// Groups under the persistence threshold stay whole on the device.
-		for _, gp := range plan.Groups {
-			if int64(gp.Len) <= o.PersistenceThreshold {
-				b.Params.Device += int64(gp.Padded) * ps
-			}
-		}
-		b.Grads.Device = part * gs
+	r := &run{be: be, o: o, c: c, rank: 0, world: c.Size(), cctx: context.Background(), lazy: true, batches: zeroBatches{}}
+	defer r.close()
+	if err := r.build(); err != nil {
+		return mm, err
 	}
-	if o.Stage >= 1 {
-		master.Device = part * f32
-	}
-	moments.Device = 2 * state * f32
-	// Chunk buffers next to the optimizer state count as buffers there.
-	optBuffers := &b.Buffers.Device
-	if offOpt {
-		optBuffers = &b.Buffers.Host
-		master.Host, master.Device = master.Device, 0
-		moments.Host, moments.Device = moments.Device, 0
-	}
-	b.Master, b.Optimizer = master, moments
-	if o.Stage >= 1 {
-		if offOpt {
-			*optBuffers += maxChunk * f32 // the reduced gradient chunk copied out
-		}
-		// AdamW writes where the optimizer state is; parameters on the
-		// other side of the host/device boundary get the update through
-		// a chunk there.
-		if paramsOnDevice := o.Stage < 3 || !offParam; paramsOnDevice == offOpt {
-			*optBuffers += maxChunk * ps
+	cur := be.Memory().Current
+	mm.steady = breakdownOf(func(p backend.Pool, c backend.Category) int64 { return cur[p][c] })
+	be.ResetPeak()
+	for n := 1; n <= o.MaxSteps; n++ {
+		if _, _, err := r.step(context.Background(), n); err != nil {
+			return mm, fmt.Errorf("estimate: step %d: %w", n, err)
 		}
 	}
-	if o.Stage >= 2 {
-		b.Buffers.Device += maxChunk * gs // reduce-scatter output
-	}
-	// The global-norm exchange: one rank's float64 and every rank's.
-	b.Buffers.Device += 8 + 8*int64(plan.World)
-	return b
+	mm.peak = breakdownOf(func(p backend.Pool, c backend.Category) int64 { return be.AtPeak(p)[c] })
+	mm.gathered = int64(r.eng.Stats().PeakLiveElements)
+	return mm, nil
 }
 
-// trainerBuffers are the trainer's own allocations (trainer.go setup): a
-// device scalar for averaging the loss, and two host buffers carrying
-// every rank's memory accounting (two int32 words per count).
-func trainerBuffers(world int) PoolBytes {
-	words := int64(len(backend.Pools()) * (len(backend.Categories()) + 1) * 2)
-	return PoolBytes{Device: 4, Host: 4 * words * int64(1+world)}
-}
-
-// activationPools splits model.ActivationBytes between the pools. With
-// checkpointing in host memory (cpu_checkpointing) the L+1 kept block
-// inputs, (B·T, C) each, live in a host arena and one more (B·T, C) buffer
-// on the device takes each one back for recompute. The arenas align every
-// tensor to 256 bytes, which this split repeats.
-func activationPools(m model.Config, B, T int, dt backend.DType, ckpt, hostCkpt bool) PoolBytes {
-	all := model.ActivationBytes(m, B, T, dt, ckpt)
-	if !ckpt || !hostCkpt {
-		return PoolBytes{Device: all}
+// breakdownOf sums bytes by pool and category into the estimate's
+// categories, the two host pools together.
+func breakdownOf(bytes func(backend.Pool, backend.Category) int64) MemoryBreakdown {
+	pb := func(cs ...backend.Category) PoolBytes {
+		var p PoolBytes
+		for _, c := range cs {
+			p.Device += bytes(backend.Device, c)
+			p.Host += bytes(backend.HostPinned, c) + bytes(backend.Host, c)
+		}
+		return p
 	}
-	const arenaAlign = 256
-	es := int64(dt.Size())
-	nc := int64(B * T * m.C)
-	align := int64(arenaAlign) / es
-	slot := (nc + align - 1) / align * align
-	host := (int64(m.L)*slot + nc) * es
-	dev := all - int64(m.L+1)*slot*es + slot*es
-	return PoolBytes{Device: dev, Host: host}
+	return MemoryBreakdown{
+		Params: pb(backend.Params), Grads: pb(backend.Grads), Master: pb(backend.Master),
+		Optimizer: pb(backend.Optimizer), Activations: pb(backend.Activations),
+		Buffers: pb(backend.Comm, backend.Workspace),
+	}
 }

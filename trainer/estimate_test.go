@@ -255,40 +255,16 @@ func writeEstShard(t *testing.T) string {
 	return path
 }
 
-// deviation tracks the largest relative difference seen, for the log.
-type deviation struct {
-	worst float64
-	what  string
-}
-
-// checkClose fails when est is not within 10% of got. Categories at or
-// below 1 MiB on both sides are compared only when always is set (the
-// pool totals).
-func (d *deviation) checkClose(t *testing.T, what string, est, got int64, always bool) {
-	t.Helper()
-	if !always && max(est, got) <= 1<<20 {
-		return
-	}
-	rel := math.Abs(float64(est - got))
-	if got != 0 {
-		rel /= float64(got)
-	}
-	if rel > d.worst {
-		d.worst, d.what = rel, t.Name()+": "+what
-	}
-	if rel > 0.1 {
-		t.Errorf("%s: estimated %d bytes (%s), measured %d (%s)", what, est, HumanBytes(est), got, HumanBytes(got))
-	}
-}
-
 func hostOf(s backend.MemoryStats, c backend.Category) int64 {
 	return s.Current[backend.HostPinned][c] + s.Current[backend.Host][c]
 }
 
-// The issue's acceptance: for every stage × offload × checkpointing
-// combination, the estimate is within 10% of the backend's own accounting
-// of a real run — device and host totals after start-up, the pool peaks
-// over a step, and every category above 1 MiB.
+// The issue's acceptance: for every stage × offload × checkpointing ×
+// precision combination, the estimate equals the backend's own accounting
+// of a real run after start-up, category by category and pool by pool —
+// both run the same code — and its step peak bounds the measured one: equal
+// when every reduction is waited for (no overlap_comm), at least as large
+// when reductions overlap backward and may finish early.
 func TestEstimateMatchesMeasured(t *testing.T) {
 	shard := writeEstShard(t)
 	type job struct {
@@ -303,8 +279,6 @@ func TestEstimateMatchesMeasured(t *testing.T) {
 	for _, c := range []estCase{{stage: 0}, {stage: 1, ckpt: true}, {stage: 2, offOpt: true}, {stage: 3}, {stage: 3, tight: true, ckpt: true, cpuCkpt: true}, {stage: 3, offOpt: true, offPar: true}} {
 		jobs = append(jobs, job{c, 2})
 	}
-	var pending []string
-	var dev deviation
 	for _, j := range jobs {
 		name := fmt.Sprintf("world%d/%s", j.world, j.c)
 		t.Run(name, func(t *testing.T) {
@@ -318,60 +292,82 @@ func TestEstimateMatchesMeasured(t *testing.T) {
 			}
 			ms, err := measure(t, cfg, j.world, shard)
 			if err != nil {
-				if (j.c.offOpt || j.c.offPar) && strings.Contains(err.Error(), errOffloadPending.Error()) {
-					pending = append(pending, name)
-					t.Skipf("the trainer does not run offload yet: %v", err)
-				}
 				t.Fatal(err)
 			}
 			for rank, m := range ms {
-				s := m.startup
-				p := fmt.Sprintf("rank %d", rank)
-				dev.checkClose(t, p+" device total after start-up", est.Steady.Total().Device, s.PoolTotal(backend.Device), true)
-				dev.checkClose(t, p+" host total after start-up", est.Steady.Total().Host,
-					s.PoolTotal(backend.HostPinned)+s.PoolTotal(backend.Host), true)
-				dev.checkClose(t, p+" device peak over the step", est.Peak.Total().Device, m.step.Peak[backend.Device], true)
-				dev.checkClose(t, p+" host peak over the step", est.Peak.Total().Host,
-					m.step.Peak[backend.HostPinned]+m.step.Peak[backend.Host], true)
-				cats := []struct {
-					name string
-					want PoolBytes
-					cats []backend.Category
+				checkStartup(t, fmt.Sprintf("rank %d", rank), est, m.startup)
+				for _, p := range []struct {
+					pool      string
+					est, peak int64
 				}{
-					{"parameters", est.Steady.Params, []backend.Category{backend.Params}},
-					{"gradients", est.Steady.Grads, []backend.Category{backend.Grads}},
-					{"master", est.Steady.Master, []backend.Category{backend.Master}},
-					{"optimizer", est.Steady.Optimizer, []backend.Category{backend.Optimizer}},
-					{"activations", est.Steady.Activations, []backend.Category{backend.Activations}},
-					{"buffers", est.Steady.Buffers, []backend.Category{backend.Comm, backend.Workspace}},
-				}
-				for _, c := range cats {
-					var device, host int64
-					for _, cat := range c.cats {
-						device += s.Current[backend.Device][cat]
-						host += hostOf(s, cat)
+					{"device", est.Peak.Total().Device, m.step.Peak[backend.Device]},
+					{"host", est.Peak.Total().Host, m.step.Peak[backend.HostPinned] + m.step.Peak[backend.Host]},
+				} {
+					switch {
+					case p.est < p.peak:
+						t.Errorf("rank %d: %s peak over the step measured %d bytes, above the estimate %d", rank, p.pool, p.peak, p.est)
+					case p.est != p.peak && !cfg.ZeRO.OverlapComm:
+						t.Errorf("rank %d: %s peak over the step measured %d bytes, estimated %d (without overlap_comm they must be equal)", rank, p.pool, p.peak, p.est)
 					}
-					dev.checkClose(t, p+" device "+c.name, c.want.Device, device, false)
-					dev.checkClose(t, p+" host "+c.name, c.want.Host, host, false)
 				}
 			}
-			if t.Failed() || testing.Verbose() {
-				var b strings.Builder
-				if err := FormatMeasured(&b, ms[0].startup, est); err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("step peak: device %s, host %s\n%s", HumanBytes(ms[0].step.Peak[backend.Device]),
-					HumanBytes(ms[0].step.Peak[backend.HostPinned]+ms[0].step.Peak[backend.Host]), b.String())
+			if t.Failed() {
+				t.Logf("estimated steady %+v, peak %+v; measured step peaks %v", est.Steady, est.Peak, ms[0].step.Peak)
 			}
 		})
 	}
-	if dev.worst > 0 {
-		t.Logf("largest relative difference: %.2f%% (%s)", 100*dev.worst, dev.what)
-	} else {
-		t.Logf("every estimate equals the measurement")
+}
+
+// checkStartup demands that every category of the estimate's steady state
+// equals what a rank measured after start-up, on the device and the host.
+func checkStartup(t *testing.T, who string, est MemoryEstimate, s backend.MemoryStats) {
+	t.Helper()
+	for _, c := range []struct {
+		name string
+		want PoolBytes
+		cats []backend.Category
+	}{
+		{"parameters", est.Steady.Params, []backend.Category{backend.Params}},
+		{"gradients", est.Steady.Grads, []backend.Category{backend.Grads}},
+		{"master", est.Steady.Master, []backend.Category{backend.Master}},
+		{"optimizer", est.Steady.Optimizer, []backend.Category{backend.Optimizer}},
+		{"activations", est.Steady.Activations, []backend.Category{backend.Activations}},
+		{"buffers", est.Steady.Buffers, []backend.Category{backend.Comm, backend.Workspace}},
+	} {
+		var got PoolBytes
+		for _, cat := range c.cats {
+			got.Device += s.Current[backend.Device][cat]
+			got.Host += hostOf(s, cat)
+		}
+		if got != c.want {
+			t.Errorf("%s %s after start-up: measured %+v bytes, estimated %+v", who, c.name, got, c.want)
+		}
 	}
-	if len(pending) > 0 {
-		t.Logf("offload combinations the trainer refused (offload not landed): %s", strings.Join(pending, ", "))
+}
+
+// TestOffloadRatioTrains: offload_optimizer.ratio has no effect in gotrain
+// (config warns; the whole optimizer state is offloaded). The estimator
+// used to refuse it while the engine accepted it, so a run printing the
+// start-up table failed on rank 0 only. Estimate and training now agree.
+func TestOffloadRatioTrains(t *testing.T) {
+	shard := writeEstShard(t)
+	js := fmt.Sprintf(`{"train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": 1,
+		"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}`, estMicro)
+	cfg, err := config.Parse("ratio.json", []byte(js), config.Options{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := Estimate(cfg, estModel(), 1, estSeq, EstimateOptions{})
+	if err != nil {
+		t.Fatalf("estimate: %v", err)
+	}
+	ms, err := measure(t, cfg, 1, shard)
+	if err != nil {
+		t.Fatalf("training: %v", err)
+	}
+	checkStartup(t, "rank 0", est, ms[0].startup)
+	if est.Steady.Master.Host == 0 || est.Steady.Master.Device != 0 {
+		t.Errorf("master weights %+v, want all of them offloaded to the host", est.Steady.Master)
 	}
 }
 
@@ -527,37 +523,11 @@ func TestEstimateRejects(t *testing.T) {
 	}{
 		{"uneven nodes", ok, 4, 32, 3, "spread evenly"},
 		{"sequence too long", ok, 4, 65, 1, "n_positions"},
-		{"nvme", parseEst(t, `{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/nvme"}}}`, 4), 4, 32, 1, "cpu memory only"},
+		{"nvme", parseEst(t, `{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/nvme"}}}`, 4), 4, 32, 1, "NVMe offload is not supported"},
 	} {
 		_, err := Estimate(tc.cfg, m, tc.world, tc.seq, EstimateOptions{Nodes: tc.nodes})
 		if err == nil || !strings.Contains(err.Error(), tc.expect) {
 			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.expect)
-		}
-	}
-}
-
-func TestFormatEstimate(t *testing.T) {
-	m, _ := model.Preset("gpt2")
-	cfg := parseEst(t, `{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}, "activation_checkpointing": {}}`, 8)
-	est, err := Estimate(cfg, m, 8, 1024, EstimateOptions{Nodes: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := FormatEstimate(&b, est); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	for _, want := range []string{"Ψ = 124,475,904", "N = 8 ranks on 2 nodes", "ZeRO stage 3", "parameters", "gradients",
-		"master weights", "optimizer states", "activations (not used)", "activations (checkpointed) *", "buffers",
-		"total (steady)", "peak (during a step)", "host per node (4 ranks)", "estimate_zero3_model_states_mem_needs"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
-		}
-	}
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1536: "1.5 KiB", 3 << 20: "3.0 MiB", 45 << 20: "45.0 MiB", 5 << 30: "5.00 GiB"} {
-		if got := HumanBytes(n); got != want {
-			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

@@ -9,21 +9,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gotrain/gotrain/checkpoint"
 	"github.com/gotrain/gotrain/data"
 )
 
-// Field is one setting every rank of a job must agree on, and that a resumed
-// run compares with the checkpoint it continues. Values are short and human
-// readable, so a mismatch can be shown as it is.
-type Field struct {
-	Name  string `json:"name"`  // "config.optimizer.params.lr", "seq_len", "data"
-	Value string `json:"value"` // "0.0006", "256", "3 files, 1048576 bytes, sha256 1f2e…"
-	// Math marks a setting whose change alters what training computes
-	// (learning rate, schedule, batch sizes, precision, the model): resuming
-	// with a different value needs --allow-config-change. A change of the
-	// others (ZeRO stage, world size alone, output cadence) is reported only.
-	Math bool `json:"math,omitempty"`
-}
+// Field is one setting every rank of a job must agree on, and that a
+// resumed run compares with the checkpoint it continues (which stores
+// them). Values are short and human readable, so a mismatch can be shown as
+// it is: Name "config.optimizer.params.lr", Value "0.0006". Math marks a
+// setting whose change alters what training computes (learning rate,
+// schedule, batch sizes, precision, the model): resuming with a different
+// value needs --allow-config-change. A change of the others (ZeRO stage,
+// world size alone, output cadence) is reported only.
+type Field = checkpoint.Field
 
 // RunFields lists what must agree between the ranks of the run o describes:
 // every resolved DeepSpeed key, the resolved batch sizes, the model, the
@@ -45,19 +43,22 @@ func RunFields(o Options, extra ...Field) ([]Field, error) {
 	add("batch.gradient_accumulation", strconv.Itoa(b.GradAccum), true)
 	add("batch.train_batch_size", strconv.Itoa(b.TrainBatchSize), true)
 	add("world_size", strconv.Itoa(b.WorldSize), false)
-	m := o.Model
-	add("model", fmt.Sprintf("n_layer %d, n_head %d, n_embd %d, n_positions %d, vocab_size %d (padded %d)", m.L, m.NH, m.C, m.MaxT, m.V, m.Vp), true)
+	add("model", checkpoint.ModelConfigOf(o.Model).String(), true)
 	add("seq_len", strconv.Itoa(o.SeqLen), true)
 	add("max_steps", strconv.Itoa(o.MaxSteps), false)
 	add("seed", strconv.FormatUint(o.Seed, 10), false)
 	add("shuffle", strconv.FormatBool(o.Shuffle), false)
 	add("activation_checkpointing", fmt.Sprintf("%t (host %t)", o.Checkpoint, o.CheckpointHost), false)
-	d, err := filesField(o.Data)
-	if err != nil {
-		return nil, fmt.Errorf("--data: %w", err)
+	d := "supplied by the caller"
+	if o.Batches == nil {
+		var err error
+		if d, err = filesField(o.Data); err != nil {
+			return nil, fmt.Errorf("--data: %w", err)
+		}
 	}
 	add("data", d, false)
 	if len(o.ValData) > 0 {
+		var err error
 		if d, err = filesField(o.ValData); err != nil {
 			return nil, fmt.Errorf("--val-data: %w", err)
 		}

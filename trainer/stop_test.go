@@ -33,8 +33,9 @@ func (c cancelAt) ObserveStep(rec metrics.StepRecord, _ backend.MemoryStats, _ m
 
 // TestSignalAfterSaveDoesNotSaveAgain: a stop requested during a step that
 // ends with a scheduled save used to save that step a second time (through
-// a move-aside/rename pair that a kill could split). The stop now returns
-// after the one save.
+// a move-aside/rename pair that a kill could split). The ranks learn of a
+// stop with the next step's loss, finish that step and save it once; no tag
+// is saved twice.
 func TestSignalAfterSaveDoesNotSaveAgain(t *testing.T) {
 	mcfg := model.Config{MaxT: 16, V: 64, Vp: model.PadVocab(64), L: 1, NH: 2, C: 16}
 	dir := t.TempDir()
@@ -56,14 +57,17 @@ func TestSignalAfterSaveDoesNotSaveAgain(t *testing.T) {
 		Config: cfg, Batch: batch, Model: mcfg, Seed: 1, Data: []string{shard}, SeqLen: 16, MaxSteps: 30,
 		OutputDir: out, SaveEvery: 2, Log: &log, Observer: cancelAt{at: 4, cancel: cancel},
 	})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run after a cancel during step 4: %v, want a stop", err)
+	var stopped *trainer.StoppedError
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &stopped) || stopped.Step != 5 || stopped.Checkpoint != "global_step5" {
+		t.Fatalf("Run after a cancel at the end of step 4: %v, want a stop after saving step 5", err)
 	}
-	tag := "saved checkpoint " + filepath.Join(out, "checkpoints", "global_step4") + " "
-	if n := strings.Count(log.String(), tag); n != 1 {
-		t.Errorf("global_step4 saved %d times, want once:\n%s", n, log.String())
+	for _, tag := range []string{"global_step4", "global_step5"} {
+		line := "saved checkpoint " + filepath.Join(out, "checkpoints", tag) + " "
+		if n := strings.Count(log.String(), line); n != 1 {
+			t.Errorf("%s saved %d times, want once:\n%s", tag, n, log.String())
+		}
 	}
-	if strings.Contains(log.String(), "global_step5") {
-		t.Errorf("step 5 ran after the stop:\n%s", log.String())
+	if strings.Contains(log.String(), "global_step6") {
+		t.Errorf("step 6 ran after the stop:\n%s", log.String())
 	}
 }

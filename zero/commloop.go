@@ -33,20 +33,47 @@ func (op *commOp) finished() bool {
 // in the same order, however their timings differ. After the first failure
 // every later op is skipped with that failure, since a failed Comm cannot
 // run anything and the ranks' sequences have diverged.
+//
+// A lazy loop has no goroutine: ops run, still in submission order, only
+// when the engine waits for one (drive), on the waiting goroutine.
 type commLoop struct {
 	mu      sync.Mutex
 	queue   []*commOp
 	running *commOp
 	failed  error
 	closed  bool
+	lazy    bool
 	wake    chan struct{} // capacity 1: "the queue changed"
 	exited  chan struct{}
 }
 
-func newCommLoop() *commLoop {
-	l := &commLoop{wake: make(chan struct{}, 1), exited: make(chan struct{})}
-	go l.serve()
+func newCommLoop(lazy bool) *commLoop {
+	l := &commLoop{lazy: lazy, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	if lazy {
+		close(l.exited)
+	} else {
+		go l.serve()
+	}
 	return l
+}
+
+// drive runs a lazy loop's queued ops up to and including op (nothing for
+// a loop with its own goroutine).
+func (l *commLoop) drive(op *commOp) {
+	if !l.lazy {
+		return
+	}
+	for !op.finished() {
+		l.mu.Lock()
+		if len(l.queue) == 0 {
+			l.mu.Unlock()
+			return
+		}
+		next := l.queue[0]
+		l.queue = l.queue[1:]
+		l.mu.Unlock()
+		l.runOne(next)
+	}
 }
 
 // submit queues run under ctx. what names the op in errors.
@@ -87,23 +114,29 @@ func (l *commLoop) serve() {
 		}
 		op := l.queue[0]
 		l.queue = l.queue[1:]
-		l.running = op
-		failed := l.failed
 		l.mu.Unlock()
-
-		if failed != nil {
-			op.err = failed
-		} else if err := op.run(op.ctx); err != nil {
-			op.err = fmt.Errorf("zero: %s: %w", op.what, err)
-		}
-		l.mu.Lock()
-		if op.err != nil && l.failed == nil {
-			l.failed = op.err
-		}
-		l.running = nil
-		l.mu.Unlock()
-		close(op.done)
+		l.runOne(op)
 	}
+}
+
+// runOne runs op, or skips it with the loop's first failure.
+func (l *commLoop) runOne(op *commOp) {
+	l.mu.Lock()
+	l.running = op
+	failed := l.failed
+	l.mu.Unlock()
+	if failed != nil {
+		op.err = failed
+	} else if err := op.run(op.ctx); err != nil {
+		op.err = fmt.Errorf("zero: %s: %w", op.what, err)
+	}
+	l.mu.Lock()
+	if op.err != nil && l.failed == nil {
+		l.failed = op.err
+	}
+	l.running = nil
+	l.mu.Unlock()
+	close(op.done)
 }
 
 // failure is the first op failure, or nil.
@@ -124,7 +157,17 @@ func (l *commLoop) busy() bool {
 func (l *commLoop) close() {
 	l.mu.Lock()
 	l.closed = true
+	queued := l.queue
+	if l.lazy {
+		l.queue = nil
+	}
 	l.mu.Unlock()
+	if l.lazy {
+		for _, op := range queued {
+			l.runOne(op)
+		}
+		return
+	}
 	l.poke()
 	<-l.exited
 }

@@ -30,28 +30,34 @@ type Engine struct {
 	o      Options
 	ctx    context.Context // bounds the collectives ParamStore calls issue
 	groups []Group
-	total  int // elements of the flat layout
+	order  [2][]int // the model's acquisition order: [0] forward, [1] backward
+	pos    [2][]int // each group's index in order[0] and order[1]
+	total  int      // elements of the flat layout
 	rank   int
 
 	plan Plan        // the groups over the world: partitions, chunks
-	res  Plan        // the resident full buffers' layout: plan, or unpadded (world 1) for stage 0
+	flat Plan        // the layout of the buffers held whole: plan, or unpadded (world 1) when the state is replicated
 	segs [][]segment // AdamW runs by group, offsets into the state buffers
-	keep []bool      // stage 3: the group stays whole (persistence threshold)
+
+	// persistent marks the groups a partitioned-parameter engine keeps whole
+	// on every rank (stage3_param_persistence_threshold); persistBuf holds
+	// them (Padded long; the zero Buffer for the others).
+	persistent []bool
+	persistBuf []backend.Buffer
 
 	optPool   backend.Pool // where master and moments live: Device, or a host pool with OffloadOptimizer
 	paramPool backend.Pool // where the parameter partition lives: Device, or a host pool with OffloadParam
 
-	params  backend.Buffer    // stages 0–2: full (res layout); stage 3: this rank's partition (paramPool)
-	whole   []backend.Buffer  // stage 3: persistent groups, Padded long; zero Buffer otherwise
-	grads   backend.Buffer    // stages 0–1: full gradients (res layout)
-	pgrad   backend.Buffer    // stages ≥ 1: this rank's partition of the reduced gradients
-	master  backend.Buffer    // fp32 master (partition; stage 0: full, and only for 16-bit params), optPool
+	params  backend.Buffer    // whole (flat layout), or this rank's partition when partitioned (paramPool)
+	grads   backend.Buffer    // gradients accumulated locally, whole (flat layout); zero when partitioned
+	pgrad   backend.Buffer    // this rank's partition of the reduced gradients (state partitioned)
+	master  backend.Buffer    // fp32 master: this rank's partition, or whole when replicated (and only for 16-bit params); optPool
 	m, v    backend.Buffer    // AdamW moments, same length as the state buffers, optPool
-	staging [2]backend.Buffer // stages 1–2: updated chunks on their way to the all-gather
+	staging [2]backend.Buffer // whole parameters: updated chunks on their way to the all-gather
 	gradOut backend.Buffer    // OffloadOptimizer: one group's reduced gradient chunk, copied out (F32, optPool)
 	newOut  backend.Buffer    // one group's updated chunk where AdamW wrote it, when that is not the pool the parameters live in
 	paramIn backend.Buffer    // OffloadParam: one chunk copied in for an all-gather (device; comm goroutine only)
-	rsOut   backend.Buffer    // stages 2–3: a reduced chunk before it is accumulated
+	rsOut   backend.Buffer    // partitioned gradients: a reduced chunk before it is accumulated
 	sqOne   backend.Buffer    // one rank's float64 sum of squares as two I32 words
 	sqAll   backend.Buffer    // every rank's, gathered
 
@@ -61,9 +67,9 @@ type Engine struct {
 	gradHeld map[int]backend.Buffer // windows the model is filling
 	inflight []reduction            // queued reductions, oldest first
 
-	live        map[int]*paramWindow // stage 3: gathered groups
-	backward    bool                 // stage 3: the pass of the last acquisition
-	pos         int                  // and the acquired group's index in that pass's order
+	live        map[int]*paramWindow // partitioned parameters: gathered groups
+	backward    bool                 // the pass of the last acquisition
+	at          int                  // and the acquired group's index in that pass's order
 	liveElems   int
 	aheadElems  int
 	stats       Stats
@@ -87,155 +93,201 @@ type Stats struct {
 	Reductions       int // stage-2/3 gradient reduce-scatters issued by GradsReady
 }
 
-// New builds rank c.Rank()'s engine for parameters tiled by groups and
+// New builds rank c.Rank()'s engine for the parameters lay describes and
 // allocates its resident state: parameters, gradients, master weights and
 // AdamW moments as the stage says, on be's device pool except what the
 // offload options put in a host pool (see the package documentation).
 // Parameters start at zero; call InitParams. ctx bounds the collectives
 // issued by the ParamStore methods, which take no context.
-func New(ctx context.Context, be backend.Backend, c comm.Comm, groups []Group, o Options) (*Engine, error) {
+func New(ctx context.Context, be backend.Backend, c comm.Comm, lay Layout, o Options) (*Engine, error) {
 	o, err := o.normalize()
 	if err != nil {
 		return nil, err
 	}
-	total, err := checkGroups(groups)
+	total, err := lay.check()
 	if err != nil {
 		return nil, err
 	}
+	groups := lay.Groups
 	sizes := make([]int, len(groups))
 	for g, gr := range groups {
 		sizes[g] = gr.Len
 	}
 	e := &Engine{
 		be: be, c: c, o: o, ctx: ctx, groups: groups, total: total, rank: c.Rank(),
-		plan:      NewPlan(sizes, c.Size()),
-		gradHeld:  map[int]backend.Buffer{},
-		live:      map[int]*paramWindow{},
-		keep:      make([]bool, len(groups)),
-		whole:     make([]backend.Buffer, len(groups)),
-		optPool:   offloadPool(o.OffloadOptimizer, o.OffloadOptimizerPinned),
-		paramPool: offloadPool(o.OffloadParam, o.OffloadParamPinned),
+		order:      [2][]int{lay.Forward, lay.Backward},
+		pos:        [2][]int{inverse(lay.Forward), inverse(lay.Backward)},
+		plan:       NewPlan(sizes, c.Size()),
+		gradHeld:   map[int]backend.Buffer{},
+		live:       map[int]*paramWindow{},
+		persistent: make([]bool, len(groups)),
+		persistBuf: make([]backend.Buffer, len(groups)),
+		optPool:    offloadPool(o.OffloadOptimizer, o.OffloadOptimizerPinned),
+		paramPool:  offloadPool(o.OffloadParam, o.OffloadParamPinned),
 	}
-	e.res = e.plan
-	if o.Stage == 0 {
-		e.res = NewPlan(sizes, 1)
-		e.segs = segments(groups, e.res, 0)
-	} else {
+	e.flat = e.plan
+	if o.statePartitioned() {
 		e.segs = segments(groups, e.plan, e.rank)
+	} else {
+		e.flat = NewPlan(sizes, 1)
+		e.segs = segments(groups, e.flat, 0)
 	}
 	if err := e.allocate(); err != nil {
 		e.free()
 		return nil, err
 	}
-	e.loop = newCommLoop()
+	e.loop = newCommLoop(o.LazyComm)
 	return e, nil
 }
 
 // allocate makes every resident buffer of the stage.
 func (e *Engine) allocate() error {
+	steps := []func() error{e.allocParams, e.allocGrads}
+	if !e.o.Inference {
+		steps = append(steps, e.allocOptimizer)
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// alloc makes one resident buffer, freed by Close.
+func (e *Engine) alloc(pool backend.Pool, cat backend.Category, dt backend.DType, n int, what string) (backend.Buffer, error) {
+	b, err := e.be.Alloc(pool, cat, dt, n)
+	if err != nil {
+		return b, fmt.Errorf("zero: allocate %s (%d × %s in the %s pool): %w", what, n, dt, pool, err)
+	}
+	e.allocations = append(e.allocations, b)
+	return b, nil
+}
+
+// maxChunk is the largest group chunk: the size of every per-group buffer.
+func (e *Engine) maxChunk() int {
+	n := 0
+	for _, gp := range e.plan.Groups {
+		n = max(n, gp.Chunk)
+	}
+	return n
+}
+
+// allocParams makes the parameters: whole (padded when the state is
+// partitioned, so a group's range is the destination of its all-gather),
+// with the staging chunks an all-gather of updated chunks needs; or, when
+// partitioned, this rank's partition, the persistent groups whole, and the
+// device chunk an offloaded partition is copied into for its gather.
+func (e *Engine) allocParams() error {
 	o, plan := e.o, e.plan
-	allocIn := func(pool backend.Pool, cat backend.Category, dt backend.DType, n int, what string) (backend.Buffer, error) {
-		b, err := e.be.Alloc(pool, cat, dt, n)
-		if err != nil {
-			return b, fmt.Errorf("zero: allocate %s (%d × %s in the %s pool): %w", what, n, dt, pool, err)
-		}
-		e.allocations = append(e.allocations, b)
-		return b, nil
-	}
-	alloc := func(cat backend.Category, dt backend.DType, n int, what string) (backend.Buffer, error) {
-		return allocIn(backend.Device, cat, dt, n, what)
-	}
-	maxChunk := 0
-	for _, gp := range plan.Groups {
-		maxChunk = max(maxChunk, gp.Chunk)
-	}
 	var err error
-	state := plan.PartLen
-	switch o.Stage {
-	case 0:
-		state = e.total
-		if e.params, err = alloc(backend.Params, o.ParamDType, e.total, "parameters"); err != nil {
+	if !o.paramsPartitioned() {
+		if e.params, err = e.alloc(backend.Device, backend.Params, o.ParamDType, e.flat.PaddedLen, "parameters"); err != nil {
 			return err
 		}
-		if e.grads, err = alloc(backend.Grads, o.GradAccumDType, e.total, "gradients"); err != nil {
-			return err
-		}
-		if o.ParamDType != backend.F32 {
-			if e.master, err = alloc(backend.Master, backend.F32, e.total, "master weights"); err != nil {
-				return err
-			}
-		}
-	case 1, 2:
-		if e.params, err = alloc(backend.Params, o.ParamDType, plan.PaddedLen, "parameters"); err != nil {
-			return err
-		}
-		if o.Stage == 1 {
-			if e.grads, err = alloc(backend.Grads, o.GradAccumDType, plan.PaddedLen, "gradients"); err != nil {
-				return err
-			}
+		if !o.statePartitioned() || o.Inference {
+			return nil
 		}
 		for i := range e.staging {
-			if e.staging[i], err = alloc(backend.Comm, o.ParamDType, maxChunk, "all-gather staging"); err != nil {
+			if e.staging[i], err = e.alloc(backend.Device, backend.Comm, o.ParamDType, e.maxChunk(), "all-gather staging"); err != nil {
 				return err
 			}
 		}
-	case 3:
-		if e.params, err = allocIn(e.paramPool, backend.Params, o.ParamDType, plan.PartLen, "parameter partition"); err != nil {
+		return nil
+	}
+	if e.params, err = e.alloc(e.paramPool, backend.Params, o.ParamDType, plan.PartLen, "parameter partition"); err != nil {
+		return err
+	}
+	if o.OffloadParam {
+		if e.paramIn, err = e.alloc(backend.Device, backend.Comm, o.ParamDType, e.maxChunk(), "parameter chunk copied in"); err != nil {
 			return err
 		}
-		if o.OffloadParam {
-			if e.paramIn, err = alloc(backend.Comm, o.ParamDType, maxChunk, "parameter chunk copied in"); err != nil {
+	}
+	for g, gp := range plan.Groups {
+		if int64(gp.Len) <= o.PersistenceThreshold {
+			e.persistent[g] = true
+			if e.persistBuf[g], err = e.alloc(backend.Device, backend.Params, o.ParamDType, gp.Padded, fmt.Sprintf("persistent group %d", g)); err != nil {
 				return err
-			}
-		}
-		for g, gp := range plan.Groups {
-			if int64(gp.Len) <= o.PersistenceThreshold {
-				e.keep[g] = true
-				if e.whole[g], err = alloc(backend.Params, o.ParamDType, gp.Padded, fmt.Sprintf("persistent group %d", g)); err != nil {
-					return err
-				}
 			}
 		}
 	}
-	if o.Stage >= 1 {
-		if e.pgrad, err = alloc(backend.Grads, o.GradAccumDType, plan.PartLen, "gradient partition"); err != nil {
+	return nil
+}
+
+// allocGrads makes the gradient buffers: whole, accumulating locally until
+// Step reduces them; or only this rank's partition, with the buffer a
+// reduce-scatter writes each group's chunk into. Reduction windows come
+// later, as the model acquires gradients. An inference engine has none.
+func (e *Engine) allocGrads() error {
+	o := e.o
+	if o.Inference {
+		return nil
+	}
+	var err error
+	if !o.gradsPartitioned() {
+		if e.grads, err = e.alloc(backend.Device, backend.Grads, o.GradAccumDType, e.flat.PaddedLen, "gradients"); err != nil {
 			return err
 		}
-		if e.master, err = allocIn(e.optPool, backend.Master, backend.F32, plan.PartLen, "master partition"); err != nil {
+	}
+	if !o.statePartitioned() {
+		return nil
+	}
+	if e.pgrad, err = e.alloc(backend.Device, backend.Grads, o.GradAccumDType, e.plan.PartLen, "gradient partition"); err != nil {
+		return err
+	}
+	if o.gradsPartitioned() {
+		if e.rsOut, err = e.alloc(backend.Device, backend.Comm, o.GradAccumDType, e.maxChunk(), "reduce-scatter output"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allocOptimizer makes what AdamW reads and writes: the fp32 master (this
+// rank's partition; replicated, whole and only for 16-bit parameters), the
+// moments, the chunks that carry a group's gradients and new parameters
+// across the host/device boundary when they live on different sides, and
+// the global-norm exchange.
+func (e *Engine) allocOptimizer() error {
+	o := e.o
+	state := e.plan.PartLen
+	var err error
+	if !o.statePartitioned() {
+		state = e.total
+		if o.ParamDType != backend.F32 {
+			if e.master, err = e.alloc(backend.Device, backend.Master, backend.F32, e.total, "master weights"); err != nil {
+				return err
+			}
+		}
+	} else {
+		if e.master, err = e.alloc(e.optPool, backend.Master, backend.F32, state, "master partition"); err != nil {
 			return err
 		}
 		if o.OffloadOptimizer {
-			if e.gradOut, err = allocIn(e.optPool, backend.Comm, backend.F32, maxChunk, "gradient chunk copied out"); err != nil {
+			if e.gradOut, err = e.alloc(e.optPool, backend.Comm, backend.F32, e.maxChunk(), "gradient chunk copied out"); err != nil {
 				return err
 			}
 		}
 		// AdamW writes where the optimizer state is; when the parameters
 		// live on the other side of the host/device boundary the update
 		// goes through a chunk there and is copied over.
-		if paramsOnDevice := o.Stage < 3 || !o.OffloadParam; paramsOnDevice == o.OffloadOptimizer {
-			if e.newOut, err = allocIn(e.optPool, backend.Comm, o.ParamDType, maxChunk, "updated parameter chunk"); err != nil {
+		if paramsOnDevice := !o.paramsPartitioned() || !o.OffloadParam; paramsOnDevice == o.OffloadOptimizer {
+			if e.newOut, err = e.alloc(e.optPool, backend.Comm, o.ParamDType, e.maxChunk(), "updated parameter chunk"); err != nil {
 				return err
 			}
 		}
 	}
-	if o.Stage >= 2 {
-		if e.rsOut, err = alloc(backend.Comm, o.GradAccumDType, maxChunk, "reduce-scatter output"); err != nil {
-			return err
-		}
-	}
-	if e.m, err = allocIn(e.optPool, backend.Optimizer, backend.F32, state, "AdamW first moment"); err != nil {
+	if e.m, err = e.alloc(e.optPool, backend.Optimizer, backend.F32, state, "AdamW first moment"); err != nil {
 		return err
 	}
-	if e.v, err = allocIn(e.optPool, backend.Optimizer, backend.F32, state, "AdamW second moment"); err != nil {
+	if e.v, err = e.alloc(e.optPool, backend.Optimizer, backend.F32, state, "AdamW second moment"); err != nil {
 		return err
 	}
-	if e.sqOne, err = alloc(backend.Comm, backend.I32, 2, "norm exchange"); err != nil {
+	if e.sqOne, err = e.alloc(backend.Device, backend.Comm, backend.I32, 2, "norm exchange"); err != nil {
 		return err
 	}
-	if e.sqAll, err = alloc(backend.Comm, backend.I32, 2*plan.World, "norm exchange"); err != nil {
-		return err
-	}
-	return nil
+	e.sqAll, err = e.alloc(backend.Device, backend.Comm, backend.I32, 2*e.plan.World, "norm exchange")
+	return err
 }
 
 // usable is the check at the top of every call: the first failure of the
@@ -278,6 +330,7 @@ func (e *Engine) submit(ctx context.Context, what string, run func(context.Conte
 // rank unable to issue the collectives its peers expect, so it aborts the
 // Comm (which also ends the op, if it is running) and the engine fails.
 func (e *Engine) wait(ctx context.Context, op *commOp) error {
+	e.loop.drive(op)
 	select {
 	case <-op.done:
 		if op.err != nil {
@@ -313,8 +366,8 @@ func (e *Engine) Plan() Plan { return e.plan }
 // holds, with their offsets into Master, M and V: its chunks for stages ≥ 1,
 // every group whole (offsets in the flat layout) for stage 0.
 func (e *Engine) Partition() []ChunkRange {
-	if e.o.Stage == 0 {
-		return e.res.Chunks(0)
+	if !e.o.statePartitioned() {
+		return e.flat.Chunks(0)
 	}
 	return e.plan.Chunks(e.rank)
 }

@@ -144,8 +144,7 @@ func TestStepDeadlineAbortsQueuedReductions(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	hyper := func(bool) backend.AdamWParams { return backend.AdamWParams{Beta1: 0.9, Beta2: 0.999} }
-	if _, err := s.eng.Step(short, zero.StepInput{LR: 1e-3, Step: 1, Hyper: hyper}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := s.eng.Step(short, zero.StepInput{AdamW: backend.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Step: 1}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("step: %v; want the deadline", err)
 	}
 	closed := make(chan struct{})
@@ -189,11 +188,10 @@ func TestStepDeadline(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	hyper := func(bool) backend.AdamWParams { return backend.AdamWParams{Beta1: 0.9, Beta2: 0.999} }
-	if _, err := s.eng.Step(short, zero.StepInput{LR: 1e-3, Step: 1, Hyper: hyper}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := s.eng.Step(short, zero.StepInput{AdamW: backend.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Step: 1}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("step: %v; want the deadline", err)
 	}
-	if _, err := s.eng.Step(ctx, zero.StepInput{LR: 1e-3, Step: 1, Hyper: hyper}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := s.eng.Step(ctx, zero.StepInput{AdamW: backend.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Step: 1}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the next step: %v; want the same failure", err)
 	}
 }

@@ -8,22 +8,19 @@ import (
 	"github.com/gotrain/gotrain/comm"
 )
 
-// AcquireGrads returns the buffer group g's gradients accumulate into
-// (n_g elements, indexed from the group's first element). Stages 0–1: the
-// group's slice of the full gradient buffer, accumulating across
-// micro-batches. Stages 2–3: a zeroed window (Comm category) that
-// GradsReady reduces; with OverlapComm it first waits until fewer than two
+// acquireGrads returns the buffer group g's gradients accumulate into
+// (n_g elements, indexed from the group's first element). Whole gradients:
+// the group's slice of the gradient buffer, accumulating across
+// micro-batches. Partitioned ones: a zeroed window (Comm category) that
+// gradsReady reduces; with OverlapComm it first waits until fewer than two
 // reductions are in flight.
-func (e *Engine) AcquireGrads(g int) (backend.Buffer, error) {
-	if err := e.usable(); err != nil {
-		return backend.Buffer{}, err
-	}
+func (e *Engine) acquireGrads(g int) (backend.Buffer, error) {
 	gp := e.plan.Groups[g]
-	if e.o.Stage <= 1 {
-		return e.grads.Slice(e.res.Groups[g].PaddedOff, gp.Len), nil
+	if !e.o.gradsPartitioned() {
+		return e.grads.Slice(e.flat.Groups[g].PaddedOff, gp.Len), nil
 	}
 	if _, ok := e.gradHeld[g]; ok {
-		return backend.Buffer{}, e.fail(fmt.Errorf("zero: gradients of group %d acquired twice without GradsReady", g))
+		return backend.Buffer{}, e.fail(fmt.Errorf("zero: gradients of group %d acquired twice without a release", g))
 	}
 	if err := e.reap(e.ctx, reduceDepth-1); err != nil {
 		return backend.Buffer{}, err
@@ -37,20 +34,17 @@ func (e *Engine) AcquireGrads(g int) (backend.Buffer, error) {
 	return win.Slice(0, gp.Len), nil
 }
 
-// GradsReady says group g's gradients of this micro-batch are complete.
-// Stages 0–1 do nothing (the reduction happens at Step). Stages 2–3
-// reduce-scatter the window and add this rank's chunk into the gradient
-// partition: queued behind backward with OverlapComm, waited for without.
-func (e *Engine) GradsReady(g int) error {
-	if err := e.usable(); err != nil {
-		return err
-	}
-	if e.o.Stage <= 1 {
+// gradsReady says group g's gradients of this micro-batch are complete.
+// Whole gradients wait for Step's reduction. Partitioned ones: the window
+// is reduce-scattered and this rank's chunk added into the gradient
+// partition, queued behind backward with OverlapComm, waited for without.
+func (e *Engine) gradsReady(g int) error {
+	if !e.o.gradsPartitioned() {
 		return nil
 	}
 	win, ok := e.gradHeld[g]
 	if !ok {
-		return e.fail(fmt.Errorf("zero: GradsReady for group %d without AcquireGrads", g))
+		return e.fail(fmt.Errorf("zero: release of group %d's gradients, which are not acquired", g))
 	}
 	delete(e.gradHeld, g)
 	gp := e.plan.Groups[g]

@@ -11,11 +11,81 @@ type Tensor struct {
 
 // Group is one unit the engine gathers, reduces and partitions: elements
 // [Off, Off+Len) of the flat layout, tiled in order by its Tensors. The
-// groups given to New tile the whole layout in order (the trainer converts
-// model.Layout's groups: embeddings, blocks, final LayerNorm).
+// groups of a Layout tile the whole flat layout in order (LayoutOf converts
+// a model's: for GPT-2 the embeddings, the blocks, the final LayerNorm).
 type Group struct {
 	Off, Len int
 	Tensors  []Tensor
+}
+
+// Layout is what the engine knows of a model: its parameter groups, which
+// tile the flat layout in order, and the order in which the model acquires
+// them in a forward and in a backward pass (each a permutation of the group
+// indices). Stage 3 prefetches and keeps gathered groups by that order.
+type Layout struct {
+	Groups            []Group
+	Forward, Backward []int
+}
+
+// ModelLayout is what a model's layout offers (model.Layout implements it),
+// so the engine takes the groups and their order from the model, never from
+// its own knowledge of one.
+type ModelLayout interface {
+	NumGroups() int
+	// GroupRange is group g's range of the flat layout.
+	GroupRange(g int) (off, n int)
+	// GroupSpans calls f for each of group g's tensors, in order: its range
+	// of the flat layout and whether AdamW's weight decay applies to it.
+	GroupSpans(g int, f func(off, n int, decay bool))
+	// AcquisitionOrder lists the groups in the order a forward (backward
+	// false) or backward pass acquires them.
+	AcquisitionOrder(backward bool) []int
+}
+
+// LayoutOf describes a model's layout to the engine.
+func LayoutOf(m ModelLayout) Layout {
+	lay := Layout{Groups: make([]Group, m.NumGroups()), Forward: m.AcquisitionOrder(false), Backward: m.AcquisitionOrder(true)}
+	for g := range lay.Groups {
+		off, n := m.GroupRange(g)
+		gr := Group{Off: off, Len: n}
+		m.GroupSpans(g, func(off, n int, decay bool) { gr.Tensors = append(gr.Tensors, Tensor{Off: off, Len: n, Decay: decay}) })
+		lay.Groups[g] = gr
+	}
+	return lay
+}
+
+// check verifies the groups (checkGroups) and that both orders are
+// permutations of the group indices, and returns the total length.
+func (lay Layout) check() (int, error) {
+	total, err := checkGroups(lay.Groups)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range []struct {
+		name  string
+		order []int
+	}{{"forward", lay.Forward}, {"backward", lay.Backward}} {
+		seen := make([]bool, len(lay.Groups))
+		for _, g := range o.order {
+			if g < 0 || g >= len(seen) || seen[g] {
+				return 0, fmt.Errorf("zero: the %s acquisition order %v is not a permutation of the %d groups", o.name, o.order, len(seen))
+			}
+			seen[g] = true
+		}
+		if len(o.order) != len(seen) {
+			return 0, fmt.Errorf("zero: the %s acquisition order %v is not a permutation of the %d groups", o.name, o.order, len(seen))
+		}
+	}
+	return total, nil
+}
+
+// inverse maps each group to its index in order.
+func inverse(order []int) []int {
+	pos := make([]int, len(order))
+	for i, g := range order {
+		pos[g] = i
+	}
+	return pos
 }
 
 // checkGroups verifies that groups tile [0, total) in order and that each

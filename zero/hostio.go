@@ -2,6 +2,7 @@ package zero
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gotrain/gotrain/backend"
@@ -37,12 +38,12 @@ func (e *Engine) InitParams(values func(g int) ([]float32, error)) error {
 
 func (e *Engine) initGroup(g int, host []float32) error {
 	gp := e.plan.Groups[g]
-	if e.o.Stage <= 2 {
-		off := e.res.Groups[g].PaddedOff
+	if !e.o.paramsPartitioned() {
+		off := e.flat.Groups[g].PaddedOff
 		if err := backend.WriteF32(e.be, e.params.Slice(off, gp.Len), host); err != nil {
 			return err
 		}
-		if e.o.Stage == 0 {
+		if !e.o.statePartitioned() || e.o.Inference {
 			if e.master.IsNil() {
 				return nil
 			}
@@ -52,17 +53,19 @@ func (e *Engine) initGroup(g int, host []float32) error {
 	lo, n := e.plan.Owned(g, e.rank)
 	chunk := make([]float32, gp.Chunk) // the padding past the real elements stays zero
 	copy(chunk, host[lo:lo+n])
-	if err := backend.WriteF32(e.be, e.master.Slice(gp.PartOff, gp.Chunk), chunk); err != nil {
-		return err
+	if !e.master.IsNil() {
+		if err := backend.WriteF32(e.be, e.master.Slice(gp.PartOff, gp.Chunk), chunk); err != nil {
+			return err
+		}
 	}
-	if e.o.Stage < 3 {
+	if !e.o.paramsPartitioned() {
 		return nil
 	}
 	if err := backend.WriteF32(e.be, e.params.Slice(gp.PartOff, gp.Chunk), chunk); err != nil {
 		return err
 	}
-	if e.keep[g] {
-		return backend.WriteF32(e.be, e.whole[g].Slice(0, gp.Len), host)
+	if e.persistent[g] {
+		return backend.WriteF32(e.be, e.persistBuf[g].Slice(0, gp.Len), host)
 	}
 	return nil
 }
@@ -92,10 +95,10 @@ func (e *Engine) hostGroup(ctx context.Context, g int) ([]float32, error) {
 		return nil, e.fail(fmt.Errorf("zero: read group %d: %w", g, err))
 	}
 	switch {
-	case e.o.Stage <= 2:
-		return backend.ReadF32(e.be, e.params.Slice(e.res.Groups[g].PaddedOff, gp.Len))
-	case e.keep[g]:
-		return backend.ReadF32(e.be, e.whole[g].Slice(0, gp.Len))
+	case !e.o.paramsPartitioned():
+		return backend.ReadF32(e.be, e.params.Slice(e.flat.Groups[g].PaddedOff, gp.Len))
+	case e.persistent[g]:
+		return backend.ReadF32(e.be, e.persistBuf[g].Slice(0, gp.Len))
 	}
 	buf, err := e.be.Alloc(backend.Device, backend.Params, e.o.ParamDType, gp.Padded)
 	if err != nil {
@@ -112,4 +115,29 @@ func (e *Engine) hostGroup(ctx context.Context, g int) ([]float32, error) {
 	}
 	defer e.be.Free(buf)
 	return backend.ReadF32(e.be, buf.Slice(0, gp.Len))
+}
+
+// HostGrads returns this rank's gradients as accumulated so far, before
+// Step reduces them, on the host in the flat layout (widened to float32):
+// for engines whose gradients are whole (stages 0–1), the buffer backward
+// adds into. Tests and tools use it to look at a backward pass.
+func (e *Engine) HostGrads() ([]float32, error) {
+	if err := e.usable(); err != nil {
+		return nil, err
+	}
+	if e.grads.IsNil() {
+		return nil, errors.New("zero: gradients are partitioned (stages 2–3) or absent (inference); only whole gradients can be read back")
+	}
+	if err := e.be.Sync(); err != nil {
+		return nil, e.fail(fmt.Errorf("zero: read gradients: %w", err))
+	}
+	out := make([]float32, e.total)
+	for g, gr := range e.groups {
+		vals, err := backend.ReadF32(e.be, e.grads.Slice(e.flat.Groups[g].PaddedOff, gr.Len))
+		if err != nil {
+			return nil, err
+		}
+		copy(out[gr.Off:gr.Off+gr.Len], vals)
+	}
+	return out, nil
 }

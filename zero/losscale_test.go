@@ -8,8 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gotrain/gotrain/backend"
-	"github.com/gotrain/gotrain/optim"
 	"github.com/gotrain/gotrain/zero"
 )
 
@@ -108,8 +106,7 @@ func TestLossScaleOverflowSkipsTheStep(t *testing.T) {
 				if err := s.m.Backward(dloss); err != nil {
 					return err
 				}
-				norm, err := s.eng.Step(ctx, zero.StepInput{LR: r.adam.LR, Step: 2, ClipNorm: r.clip, LossScale: r.lossScale,
-					Hyper: func(decay bool) backend.AdamWParams { return optim.StepParams(r.adam, r.adam.LR, 2, 1, decay) }})
+				norm, err := s.eng.Step(ctx, zero.StepInput{AdamW: r.adam.Params(2), ClipNorm: r.clip, LossScale: r.lossScale})
 				if !errors.Is(err, zero.ErrNonFiniteGradients) || !(math.IsNaN(norm) || math.IsInf(norm, 0)) {
 					return fmt.Errorf("step with an overflowed gradient: norm %v, %v; want a non-finite norm and ErrNonFiniteGradients", norm, err)
 				}
@@ -150,8 +147,7 @@ func TestLossScaleMustBePositive(t *testing.T) {
 	}
 	defer s.close()
 	for _, scale := range []float64{-1, math.NaN(), math.Inf(1)} {
-		_, err := s.eng.Step(ctx, zero.StepInput{LR: 1e-3, Step: 1, LossScale: scale,
-			Hyper: func(decay bool) backend.AdamWParams { return optim.StepParams(r.adam, 1e-3, 1, 1, decay) }})
+		_, err := s.eng.Step(ctx, zero.StepInput{AdamW: r.adam.Params(1), LossScale: scale})
 		if err == nil || errors.Is(err, zero.ErrNonFiniteGradients) {
 			t.Errorf("loss scale %v: %v; want a usage error", scale, err)
 		}

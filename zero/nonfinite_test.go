@@ -25,7 +25,7 @@ func TestNonFiniteGradientNamesTheTensor(t *testing.T) {
 		be := cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1})
 		o := zero.DefaultOptions(stage)
 		o.PersistenceThreshold = 0
-		eng, err := zero.New(context.Background(), be, comm.NewSolo(be), groups, o)
+		eng, err := zero.New(context.Background(), be, comm.NewSolo(be), zero.Layout{Groups: groups, Forward: []int{0, 1}, Backward: []int{0, 1}}, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func TestNonFiniteGradientNamesTheTensor(t *testing.T) {
 			t.Fatal(err)
 		}
 		for g := range groups {
-			buf, err := eng.AcquireGrads(g)
+			_, buf, err := eng.Acquire(g, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,12 +47,11 @@ func TestNonFiniteGradientNamesTheTensor(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := eng.GradsReady(g); err != nil {
+			if err := eng.Release(g, true); err != nil {
 				t.Fatal(err)
 			}
 		}
-		_, err = eng.Step(context.Background(), zero.StepInput{LR: 1e-3, Step: 1,
-			Hyper: func(bool) backend.AdamWParams { return backend.AdamWParams{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8} }})
+		_, err = eng.Step(context.Background(), zero.StepInput{AdamW: backend.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Step: 1}})
 		var nf *zero.NonFiniteError
 		if !errors.As(err, &nf) || !errors.Is(err, zero.ErrNonFiniteGradients) {
 			t.Fatalf("stage %d: %v, want a NonFiniteError", stage, err)

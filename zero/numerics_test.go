@@ -10,7 +10,6 @@ import (
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/model"
-	"github.com/gotrain/gotrain/optim"
 	"github.com/gotrain/gotrain/zero"
 )
 
@@ -50,8 +49,7 @@ func TestNonFiniteGradientsSkipTheStep(t *testing.T) {
 				if err := s.m.Backward(dloss); err != nil {
 					return err
 				}
-				norm, err := s.eng.Step(ctx, zero.StepInput{LR: r.adam.LR, Step: 2, ClipNorm: r.clip,
-					Hyper: func(decay bool) backend.AdamWParams { return optim.StepParams(r.adam, r.adam.LR, 2, 1, decay) }})
+				norm, err := s.eng.Step(ctx, zero.StepInput{AdamW: r.adam.Params(2), ClipNorm: r.clip})
 				if !errors.Is(err, zero.ErrNonFiniteGradients) || !math.IsNaN(norm) {
 					return fmt.Errorf("step with a NaN gradient: norm %v, %v; want a NaN norm and ErrNonFiniteGradients", norm, err)
 				}
@@ -95,7 +93,7 @@ func TestBF16ParamsAreRoundedMaster(t *testing.T) {
 			errs := onEveryRank(world, func(rank int) error {
 				ctx := context.Background()
 				env := envs[rank]
-				eng, err := zero.New(ctx, env.be, env.c, groupsOf(lay), o)
+				eng, err := zero.New(ctx, env.be, env.c, zero.LayoutOf(lay), o)
 				if err != nil {
 					return err
 				}
@@ -103,7 +101,7 @@ func TestBF16ParamsAreRoundedMaster(t *testing.T) {
 				if err := eng.InitParams(func(g int) ([]float32, error) { return model.InitGroup(lay, r.seed, g), nil }); err != nil {
 					return err
 				}
-				m, err := model.New(env.be, cfg, model.Options{ParamDType: backend.BF16, ActDType: backend.F32, Store: eng})
+				m, err := model.New(env.be, cfg, model.Options{ActDType: backend.F32, Store: eng})
 				if err != nil {
 					return err
 				}

@@ -90,7 +90,7 @@ func TestOffloadOptionsNeedTheirStage(t *testing.T) {
 		o.OffloadOptimizer, o.OffloadParam = tc.oo, tc.op
 		// The options are checked before anything touches the backend or
 		// the Comm, so neither is needed.
-		_, err := zero.New(context.Background(), nil, nil, groupsOf(lay), o)
+		_, err := zero.New(context.Background(), nil, nil, zero.LayoutOf(lay), o)
 		if err == nil {
 			t.Errorf("stage %d, offload optimizer %v, param %v: New succeeded", tc.stage, tc.oo, tc.op)
 			continue

@@ -77,7 +77,37 @@ type Options struct {
 	// otherwise a collective is bounded by its context's deadline or the
 	// Comm's default timeout.
 	Timeout time.Duration
+
+	// Inference makes an engine that only serves parameters (sampling,
+	// evaluation): no gradients, master weights, moments or reduction
+	// buffers are allocated, and acquiring a group for a backward pass or
+	// stepping is an error.
+	Inference bool
+	// LazyComm runs each collective only when the engine waits for it, on
+	// the caller's goroutine, instead of on the comm goroutine as soon as it
+	// is queued. The calls and allocations are the same; a reduction then
+	// finishes only when it must, so the memory held is the most a real run
+	// can reach. Estimates use it on an accounting backend, where it also
+	// makes the measurement independent of timing.
+	LazyComm bool
 }
+
+// What each stage partitions. Everything else in the package asks these
+// rather than the stage number.
+
+// statePartitioned: master weights and moments are split over the ranks
+// (stages 1–3); otherwise every rank holds them whole and runs the same
+// update.
+func (o Options) statePartitioned() bool { return o.Stage >= 1 }
+
+// gradsPartitioned: gradients exist only as this rank's partition, reduced
+// group by group as backward produces them (stages 2–3); otherwise they
+// accumulate whole and are reduced at Step.
+func (o Options) gradsPartitioned() bool { return o.Stage >= 2 }
+
+// paramsPartitioned: parameters exist only as this rank's partition and are
+// gathered around each use (stage 3).
+func (o Options) paramsPartitioned() bool { return o.Stage == 3 }
 
 // DefaultOptions are DeepSpeed's zero_optimization defaults for stage:
 // reduce and all-gather buckets 5e8, prefetch bucket 5e7, live parameters

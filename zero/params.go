@@ -2,13 +2,14 @@ package zero
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
 	"github.com/gotrain/gotrain/backend"
 )
 
-// paramWindow is a stage-3 group gathered whole: buf (Params category,
+// paramWindow is a partitioned group gathered whole: buf (Params category,
 // Padded long) is filled by gather; refs counts the model's acquisitions
 // not yet released; ahead marks a prefetch not yet acquired. A window with
 // no refs that is not ahead is retained for a later pass and may be
@@ -22,24 +23,58 @@ type paramWindow struct {
 
 func (w *paramWindow) retained() bool { return w.refs == 0 && !w.ahead }
 
-// AcquireParams returns group g's parameters (n_g elements, indexed from
-// the group's first element) for the forward or backward pass. Stages 0–2
-// return the group's slice of the resident parameters. Stage 3 returns a
+// Acquire implements the model's ParamStore: group g's parameters (n_g
+// elements, indexed from the group's first element) for the forward or
+// backward pass and, for backward, the buffer its gradients accumulate into
+// (see acquireGrads); forward gets the zero Buffer for them. Whole
+// parameters are a slice of the resident ones. Partitioned ones are a
 // persistent group's resident copy, or else the group's gathered window:
 // one already live (acquired, prefetched or retained) or a new all-gather;
-// then it prefetches the groups that follow in the pass's order (see the
+// then the groups that follow in the pass's order are prefetched (see the
 // package documentation).
-func (e *Engine) AcquireParams(g int, backward bool) (backend.Buffer, error) {
+func (e *Engine) Acquire(g int, backward bool) (params, grads backend.Buffer, err error) {
 	if err := e.usable(); err != nil {
-		return backend.Buffer{}, err
+		return backend.Buffer{}, backend.Buffer{}, err
 	}
+	if backward && e.o.Inference {
+		return backend.Buffer{}, backend.Buffer{}, e.fail(errors.New("zero: an inference engine has no gradients; build the engine without Options.Inference to train"))
+	}
+	if params, err = e.acquireParams(g, backward); err != nil {
+		return backend.Buffer{}, backend.Buffer{}, err
+	}
+	if backward {
+		if grads, err = e.acquireGrads(g); err != nil {
+			return backend.Buffer{}, backend.Buffer{}, err
+		}
+	}
+	return params, grads, nil
+}
+
+// Release implements the model's ParamStore: the pass is done with group
+// g. Its parameters are released (see releaseParams) and, for backward,
+// its gradient contribution of this micro-batch is complete (see
+// gradsReady).
+func (e *Engine) Release(g int, backward bool) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if err := e.releaseParams(g); err != nil {
+		return err
+	}
+	if backward {
+		return e.gradsReady(g)
+	}
+	return nil
+}
+
+func (e *Engine) acquireParams(g int, backward bool) (backend.Buffer, error) {
 	gp := e.plan.Groups[g]
-	if e.o.Stage <= 2 {
-		return e.params.Slice(e.res.Groups[g].PaddedOff, gp.Len), nil
+	if !e.o.paramsPartitioned() {
+		return e.params.Slice(e.flat.Groups[g].PaddedOff, gp.Len), nil
 	}
-	e.backward, e.pos = backward, position(len(e.groups), backward, g)
+	e.backward, e.at = backward, e.position(backward, g)
 	var w *paramWindow
-	if !e.keep[g] {
+	if !e.persistent[g] {
 		var ok bool
 		if w, ok = e.live[g]; !ok {
 			if _, err := e.makeRoom(gp.Padded, -1); err != nil {
@@ -60,7 +95,7 @@ func (e *Engine) AcquireParams(g int, backward bool) (backend.Buffer, error) {
 		return backend.Buffer{}, err
 	}
 	if w == nil {
-		return e.whole[g].Slice(0, gp.Len), nil
+		return e.persistBuf[g].Slice(0, gp.Len), nil
 	}
 	if err := e.wait(e.ctx, w.gather); err != nil {
 		return backend.Buffer{}, err
@@ -68,14 +103,11 @@ func (e *Engine) AcquireParams(g int, backward bool) (backend.Buffer, error) {
 	return w.buf.Slice(0, gp.Len), nil
 }
 
-// ReleaseParams says the pass is done with group g's parameters. Stage 3,
-// once every acquisition of the group is released, keeps its window if the
-// group's next use comes within MaxReuseDistance and frees it otherwise.
-func (e *Engine) ReleaseParams(g int, backward bool) error {
-	if err := e.usable(); err != nil {
-		return err
-	}
-	if e.o.Stage <= 2 || e.keep[g] {
+// releaseParams: once every acquisition of a partitioned group is
+// released, its window is kept if the group's next use comes within
+// MaxReuseDistance and freed otherwise.
+func (e *Engine) releaseParams(g int) error {
+	if !e.o.paramsPartitioned() || e.persistent[g] {
 		return nil
 	}
 	w, ok := e.live[g]
@@ -119,9 +151,8 @@ func (e *Engine) gather(g int, ahead bool) (*paramWindow, error) {
 // stay in use order, and it depends only on the call sequence, never on
 // timing, so every rank queues the same gathers.
 func (e *Engine) prefetch() error {
-	order := passOrder(len(e.groups), e.backward)
-	for _, h := range order[e.pos+1:] {
-		if e.keep[h] {
+	for _, h := range e.passOrder(e.backward)[e.at+1:] {
+		if e.persistent[h] {
 			continue
 		}
 		if _, ok := e.live[h]; ok {
@@ -203,35 +234,33 @@ func (e *Engine) nextUse(g int) int64 {
 			if h == g {
 				return true
 			}
-			if !e.keep[h] {
+			if !e.persistent[h] {
 				d += int64(e.plan.Groups[h].Padded)
 			}
 		}
 		return false
 	}
-	if walk(passOrder(len(e.groups), e.backward)[e.pos+1:]) || walk(passOrder(len(e.groups), !e.backward)) {
+	if walk(e.passOrder(e.backward)[e.at+1:]) || walk(e.passOrder(!e.backward)) {
 		return d
 	}
 	return math.MaxInt64
 }
 
-// passOrder is the order the model acquires groups in (model/store.go): a
-// forward pass goes 0, 1, …, G−1; a backward pass 0, G−1, G−2, …, 1.
-func passOrder(groups int, backward bool) []int {
-	out := make([]int, groups)
-	for i := range out {
-		out[i] = position(groups, backward, i)
+// passOrder is the order the model acquires groups in during a forward
+// (backward false) or backward pass, as its layout says.
+func (e *Engine) passOrder(backward bool) []int {
+	if backward {
+		return e.order[1]
 	}
-	return out
+	return e.order[0]
 }
 
-// position is group g's index in a pass's order, and the group at index g
-// (the backward permutation is its own inverse).
-func position(groups int, backward bool, g int) int {
+// position is group g's index in a pass's order.
+func (e *Engine) position(backward bool, g int) int {
 	if backward {
-		return (groups - g) % groups
+		return e.pos[1][g]
 	}
-	return g
+	return e.pos[0][g]
 }
 
 // dropWindow frees group g's window once its gather is done.

@@ -1,6 +1,7 @@
 package zero
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gotrain/gotrain/backend"
@@ -29,7 +30,10 @@ func (e *Engine) ExportState(write func(kind string, flatOff int, vals []float32
 	if err := e.quiesce("export"); err != nil {
 		return err
 	}
-	if e.o.Stage == 0 && e.rank != 0 {
+	if e.o.Inference {
+		return errors.New("zero: an inference engine holds no optimizer state to export")
+	}
+	if !e.o.statePartitioned() && e.rank != 0 {
 		return nil
 	}
 	for g, gr := range e.groups {
@@ -88,94 +92,110 @@ func (e *Engine) RestoreState(read func(kind string, flatOff, n int) ([]float32,
 }
 
 func (e *Engine) restoreGroup(g int, read func(kind string, flatOff, n int) ([]float32, error)) error {
-	gr, gp := e.groups[g], e.plan.Groups[g]
-	get := func(kind string, off, n int) ([]float32, error) {
-		if n == 0 {
-			return nil, nil
-		}
-		vals, err := read(kind, gr.Off+off, n)
-		if err != nil {
-			return nil, fmt.Errorf("zero: read %s of group %d (flat [%d, %d)): %w", kind, g, gr.Off+off, gr.Off+off+n, err)
-		}
-		if len(vals) != n {
-			return nil, fmt.Errorf("zero: read %s of group %d (flat [%d, %d)): %d values for %d elements", kind, g, gr.Off+off, gr.Off+off+n, len(vals), n)
-		}
-		return vals, nil
-	}
-	put := func(dst backend.Buffer, vals []float32, what string) error {
-		if err := backend.WriteF32(e.be, dst, vals); err != nil {
-			return fmt.Errorf("zero: restore %s of group %d: %w", what, g, err)
-		}
-		return nil
-	}
+	rg := groupRestore{e: e, g: g, read: read}
 	off, n, at := e.stateRange(g)
-	// A stage ≥ 1 state chunk is written whole so its padding is zero
-	// whatever the buffer held; stage 0 has no padding.
-	width := n
-	if e.o.Stage >= 1 {
-		width = gp.Chunk
+	// A partitioned state chunk is written whole so its padding is zero
+	// whatever the buffer held; whole state has no padding.
+	rg.width = n
+	if e.o.statePartitioned() {
+		rg.width = e.plan.Groups[g].Chunk
 	}
-	chunkOf := func(vals []float32) []float32 {
-		c := make([]float32, width)
-		copy(c, vals)
-		return c
-	}
-	for _, k := range []struct {
-		kind string
-		buf  backend.Buffer
-	}{{StateExpAvg, e.m}, {StateExpAvgSq, e.v}} {
-		vals, err := get(k.kind, off, n)
-		if err != nil {
-			return err
-		}
-		if err := put(k.buf.Slice(at, width), chunkOf(vals), k.kind); err != nil {
-			return err
+	if !e.m.IsNil() {
+		for _, k := range []struct {
+			kind string
+			buf  backend.Buffer
+		}{{StateExpAvg, e.m}, {StateExpAvgSq, e.v}} {
+			vals, err := rg.get(k.kind, off, n)
+			if err != nil {
+				return err
+			}
+			if err := rg.put(k.buf.Slice(at, rg.width), rg.chunkOf(vals), k.kind); err != nil {
+				return err
+			}
 		}
 	}
-	// The parameters every rank holds whole: read whole.
-	full := e.o.Stage <= 2 || e.keep[g]
-	var whole []float32
-	if full {
-		var err error
-		if whole, err = get(StateParams, 0, gp.Len); err != nil {
-			return err
-		}
-		var dst backend.Buffer
-		if e.o.Stage <= 2 {
-			dst = e.params.Slice(e.res.Groups[g].PaddedOff, gp.Len)
-		} else {
-			dst = e.whole[g].Slice(0, gp.Len)
-		}
-		if err := put(dst, whole, "parameters"); err != nil {
-			return err
-		}
-	}
-	var mine []float32
-	if full {
-		mine = whole[off : off+n]
-	} else {
-		var err error
-		if mine, err = get(StateParams, off, n); err != nil {
-			return err
-		}
+	mine, err := rg.params(off, n)
+	if err != nil {
+		return err
 	}
 	if !e.master.IsNil() {
-		if err := put(e.master.Slice(at, width), chunkOf(mine), "master weights"); err != nil {
+		if err := rg.put(e.master.Slice(at, rg.width), rg.chunkOf(mine), "master weights"); err != nil {
 			return err
 		}
 	}
-	if e.o.Stage == 3 {
-		return put(e.params.Slice(at, width), chunkOf(mine), "parameter partition")
+	if e.o.paramsPartitioned() {
+		return rg.put(e.params.Slice(at, rg.width), rg.chunkOf(mine), "parameter partition")
 	}
 	return nil
+}
+
+// groupRestore reads and writes one group's state for RestoreState.
+type groupRestore struct {
+	e     *Engine
+	g     int
+	read  func(kind string, flatOff, n int) ([]float32, error)
+	width int // elements of the state buffers' chunk
+}
+
+// get reads n values of kind at group-relative element off.
+func (rg groupRestore) get(kind string, off, n int) ([]float32, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	gr := rg.e.groups[rg.g]
+	vals, err := rg.read(kind, gr.Off+off, n)
+	if err != nil {
+		return nil, fmt.Errorf("zero: read %s of group %d (flat [%d, %d)): %w", kind, rg.g, gr.Off+off, gr.Off+off+n, err)
+	}
+	if len(vals) != n {
+		return nil, fmt.Errorf("zero: read %s of group %d (flat [%d, %d)): %d values for %d elements", kind, rg.g, gr.Off+off, gr.Off+off+n, len(vals), n)
+	}
+	return vals, nil
+}
+
+func (rg groupRestore) put(dst backend.Buffer, vals []float32, what string) error {
+	if err := backend.WriteF32(rg.e.be, dst, vals); err != nil {
+		return fmt.Errorf("zero: restore %s of group %d: %w", what, rg.g, err)
+	}
+	return nil
+}
+
+// chunkOf pads vals with zeros to the chunk width.
+func (rg groupRestore) chunkOf(vals []float32) []float32 {
+	c := make([]float32, rg.width)
+	copy(c, vals)
+	return c
+}
+
+// params restores the parameters every rank holds whole (whole parameters,
+// and the persistent groups), read whole, and returns the values of this
+// rank's range [off, off+n), read alone when the group is partitioned.
+func (rg groupRestore) params(off, n int) ([]float32, error) {
+	e, g := rg.e, rg.g
+	gp := e.plan.Groups[g]
+	if e.o.paramsPartitioned() && !e.persistent[g] {
+		return rg.get(StateParams, off, n)
+	}
+	whole, err := rg.get(StateParams, 0, gp.Len)
+	if err != nil {
+		return nil, err
+	}
+	dst := e.persistBuf[g]
+	if !e.o.paramsPartitioned() {
+		dst = e.params.Slice(e.flat.Groups[g].PaddedOff, gp.Len)
+	}
+	if err := rg.put(dst.Slice(0, gp.Len), whole, "parameters"); err != nil {
+		return nil, err
+	}
+	return whole[off : off+n], nil
 }
 
 // stateRange is the part of group g whose optimizer state this rank holds:
 // group-relative elements [off, off+n) at element at of the state buffers
 // (master, moments). Stage 0: the whole group at its flat offset.
 func (e *Engine) stateRange(g int) (off, n, at int) {
-	if e.o.Stage == 0 {
-		return 0, e.groups[g].Len, e.res.Groups[g].PaddedOff
+	if !e.o.statePartitioned() {
+		return 0, e.groups[g].Len, e.flat.Groups[g].PaddedOff
 	}
 	off, n = e.plan.Owned(g, e.rank)
 	return off, n, e.plan.Groups[g].PartOff

@@ -120,7 +120,7 @@ func restoreAndTrain(t *testing.T, envs []*rankEnv, r run, o zero.Options, store
 	errs := onEveryRank(len(envs), func(rank int) error {
 		ctx := context.Background()
 		env := envs[rank]
-		eng, err := zero.New(ctx, env.be, env.c, groupsOf(lay), o)
+		eng, err := zero.New(ctx, env.be, env.c, zero.LayoutOf(lay), o)
 		if err != nil {
 			return err
 		}
@@ -137,7 +137,7 @@ func restoreAndTrain(t *testing.T, envs []*rankEnv, r run, o zero.Options, store
 				return fmt.Errorf("restored parameter %d is %v, the stored master rounded is %v", i, p, want)
 			}
 		}
-		m, err := model.New(env.be, r.cfg, model.Options{Store: eng, ParamDType: o.ParamDType, ActDType: backend.F32})
+		m, err := model.New(env.be, r.cfg, model.Options{Store: eng, ActDType: backend.F32})
 		if err != nil {
 			return err
 		}

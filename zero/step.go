@@ -49,7 +49,7 @@ func (e *Engine) nonFiniteTensors() []TensorRef {
 		lo, n := e.plan.Owned(g, e.rank)
 		for ti, t := range gr.Tensors {
 			var buf backend.Buffer
-			if e.o.Stage == 0 {
+			if !e.o.statePartitioned() {
 				buf = e.grads.Slice(t.Off, t.Len)
 			} else {
 				rel := t.Off - gr.Off
@@ -69,18 +69,17 @@ func (e *Engine) nonFiniteTensors() []TensorRef {
 
 // StepInput is one optimizer step's settings.
 type StepInput struct {
-	LR       float64 // the scheduled learning rate of this step
-	Step     int     // 1-based count of updates so far, for AdamW's bias correction
+	// AdamW is the update: the scheduled learning rate, betas, eps, the
+	// weight decay of the tensors that take it, and the 1-based count of
+	// updates for the bias correction. The engine sets GradScale
+	// (unscaling and clipping) and zeroes WeightDecay for the tensors that
+	// take none (Tensor.Decay).
+	AdamW    backend.AdamWParams
 	ClipNorm float64 // gradient_clipping: the largest global L2 norm; ≤ 0 turns clipping off
 	// LossScale is the factor the loss was multiplied by before backward
 	// (fp16's loss scaler; 0 or 1: none), so the gradients carry it. Step
 	// reports and clips by the unscaled norm and divides it out in AdamW.
 	LossScale float64
-	// Hyper returns AdamW's betas, eps and weight decay for the tensors
-	// with (true) or without (false) weight decay, e.g. optim.StepParams.
-	// The engine sets LR, Step and GradScale (unscaling and clipping)
-	// itself.
-	Hyper func(decay bool) backend.AdamWParams
 }
 
 // Step ends a step: it finishes the gradient reduction (stage 0: bucketed
@@ -98,11 +97,11 @@ func (e *Engine) Step(ctx context.Context, in StepInput) (float64, error) {
 	if err := e.usable(); err != nil {
 		return 0, err
 	}
-	if in.Step < 1 {
-		return 0, fmt.Errorf("zero: optimizer step %d: steps count from 1", in.Step)
+	if e.o.Inference {
+		return 0, errors.New("zero: an inference engine cannot step; build the engine without Options.Inference to train")
 	}
-	if in.Hyper == nil {
-		return 0, errors.New("zero: StepInput.Hyper is nil: the AdamW hyperparameters are missing")
+	if in.AdamW.Step < 1 {
+		return 0, fmt.Errorf("zero: optimizer step %d: steps count from 1", in.AdamW.Step)
 	}
 	scale := in.LossScale
 	if scale == 0 {
@@ -130,11 +129,11 @@ func (e *Engine) Step(ctx context.Context, in StepInput) (float64, error) {
 	if in.ClipNorm > 0 {
 		coef = math.Min(1, in.ClipNorm/(norm+clipEps))
 	}
-	var hp [2]backend.AdamWParams
-	for i, decay := range []bool{false, true} {
-		hp[i] = in.Hyper(decay)
-		hp[i].LR, hp[i].Step, hp[i].GradScale = float32(in.LR), in.Step, float32(coef/scale)
-	}
+	var hp [2]backend.AdamWParams // without and with weight decay
+	hp[1] = in.AdamW
+	hp[1].GradScale = float32(coef / scale)
+	hp[0] = hp[1]
+	hp[0].WeightDecay = 0
 	if err := e.update(ctx, hp); err != nil {
 		return norm, err
 	}
@@ -148,8 +147,8 @@ func (e *Engine) Step(ctx context.Context, in StepInput) (float64, error) {
 // reduce finishes the reduction of the step's gradients.
 func (e *Engine) reduce(ctx context.Context) error {
 	var ops []*commOp
-	switch e.o.Stage {
-	case 0:
+	switch {
+	case !e.o.statePartitioned():
 		bucket := int(min(e.o.ReduceBucketSize, int64(e.total)))
 		for off := 0; off < e.total; off += bucket {
 			buf := e.grads.Slice(off, min(bucket, e.total-off))
@@ -157,7 +156,7 @@ func (e *Engine) reduce(ctx context.Context) error {
 				return e.c.AllReduce(ctx, buf, comm.Sum)
 			}))
 		}
-	case 1:
+	case !e.o.gradsPartitioned():
 		for g, gp := range e.plan.Groups {
 			dst, src := e.pgrad.Slice(gp.PartOff, gp.Chunk), e.grads.Slice(gp.PaddedOff, gp.Padded)
 			ops = append(ops, e.submit(ctx, fmt.Sprintf("reduce-scatter gradients of group %d", g), func(ctx context.Context) error {
@@ -171,7 +170,7 @@ func (e *Engine) reduce(ctx context.Context) error {
 		if err := e.reap(ctx, 0); err != nil {
 			return err
 		}
-		if e.o.Stage == 3 {
+		if e.o.paramsPartitioned() {
 			return e.dropWindows()
 		}
 	}
@@ -195,7 +194,7 @@ func (e *Engine) waitAll(ctx context.Context, ops []*commOp) error {
 // to float64 and the same everywhere, which keeps every rank's clipping and
 // skip decision identical.
 func (e *Engine) sumSquares(ctx context.Context) (float64, error) {
-	if e.o.Stage == 0 {
+	if !e.o.statePartitioned() {
 		return e.be.SumSquares(e.grads), nil
 	}
 	local := e.be.SumSquares(e.pgrad)
@@ -227,8 +226,8 @@ func (e *Engine) sumSquares(ctx context.Context) (float64, error) {
 // update runs AdamW on this rank's share and refreshes the parameters.
 // hp[0] is for tensors without weight decay, hp[1] with.
 func (e *Engine) update(ctx context.Context, hp [2]backend.AdamWParams) error {
-	switch e.o.Stage {
-	case 0:
+	switch {
+	case !e.o.statePartitioned():
 		for _, segs := range e.segs {
 			for _, s := range segs {
 				p := hp[0]
@@ -243,14 +242,14 @@ func (e *Engine) update(ctx context.Context, hp [2]backend.AdamWParams) error {
 			}
 		}
 		return nil
-	case 3:
+	case e.o.paramsPartitioned():
 		var ops []*commOp
 		for g, gp := range e.plan.Groups {
 			if _, err := e.updateGroup(g, e.params.Slice(gp.PartOff, gp.Chunk), hp); err != nil {
 				return err
 			}
-			if e.keep[g] {
-				dst := e.whole[g]
+			if e.persistent[g] {
+				dst := e.persistBuf[g]
 				ops = append(ops, e.submit(ctx, fmt.Sprintf("all-gather persistent group %d", g), func(ctx context.Context) error {
 					return e.allGatherChunk(ctx, dst, g)
 				}))
@@ -258,9 +257,9 @@ func (e *Engine) update(ctx context.Context, hp [2]backend.AdamWParams) error {
 		}
 		return e.waitAll(ctx, ops)
 	}
-	// Stages 1–2: AdamW's result goes into one of two staging buffers while
-	// the previous group's chunk is being all-gathered from the other,
-	// straight into the full parameters.
+	// Whole parameters with partitioned state: AdamW's result goes into one
+	// of two staging buffers while the previous group's chunk is being
+	// all-gathered from the other, straight into the full parameters.
 	var pending [2]*commOp
 	for g, gp := range e.plan.Groups {
 		k := g % 2

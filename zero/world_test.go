@@ -158,19 +158,22 @@ func (t *trackedBackend) resetPeaks() {
 	}
 }
 
-// groupsOf converts the model's layout into the engine's groups, as the
-// trainer does.
-func groupsOf(lay *model.Layout) []zero.Group {
-	gs := make([]zero.Group, lay.NumGroups())
-	for g := range gs {
-		off, n := lay.GroupRange(g)
-		gs[g] = zero.Group{Off: off, Len: n}
-		for _, t := range lay.GroupTensors(g) {
-			gs[g].Tensors = append(gs[g].Tensors, zero.Tensor{Off: t.Offset, Len: t.Len, Decay: t.Decay})
-		}
-	}
-	return gs
+// refStore serves a model from whole parameter and gradient buffers, with
+// no engine: the reference's own storage, so its updates are the test's.
+type refStore struct {
+	lay           *model.Layout
+	params, grads backend.Buffer
 }
+
+func (s *refStore) Acquire(g int, backward bool) (backend.Buffer, backend.Buffer, error) {
+	off, n := s.lay.GroupRange(g)
+	if !backward {
+		return s.params.Slice(off, n), backend.Buffer{}, nil
+	}
+	return s.params.Slice(off, n), s.grads.Slice(off, n), nil
+}
+
+func (s *refStore) Release(int, bool) error { return nil }
 
 // run is one training setup shared by the reference and the ranks.
 type run struct {
@@ -236,23 +239,27 @@ type stepResult struct {
 func reference(tb testing.TB, r run) ([]stepResult, []float32) {
 	tb.Helper()
 	be := cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1})
-	m, err := model.New(be, r.cfg, model.Options{})
+	lay := model.NewLayout(r.cfg)
+	n := lay.NumParams()
+	params, _ := be.Alloc(backend.Device, backend.Params, backend.F32, n)
+	grads, _ := be.Alloc(backend.Device, backend.Grads, backend.F32, n)
+	mom, _ := be.Alloc(backend.Device, backend.Optimizer, backend.F32, n)
+	vel, _ := be.Alloc(backend.Device, backend.Optimizer, backend.F32, n)
+	for _, b := range []backend.Buffer{params, grads, mom, vel} {
+		defer be.Free(b)
+	}
+	if err := backend.WriteF32(be, params, model.InitParams(r.cfg, r.seed)); err != nil {
+		tb.Fatal(err)
+	}
+	m, err := model.New(be, r.cfg, model.Options{Store: &refStore{lay: lay, params: params, grads: grads}})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer m.Free()
-	if err := m.SetParams(model.InitParams(r.cfg, r.seed)); err != nil {
-		tb.Fatal(err)
-	}
-	n := m.Params().Len()
-	mom, _ := be.Alloc(backend.Device, backend.Optimizer, backend.F32, n)
-	vel, _ := be.Alloc(backend.Device, backend.Optimizer, backend.F32, n)
-	defer be.Free(mom)
-	defer be.Free(vel)
 	var out []stepResult
 	rowsB := r.globalRows
 	for step := 1; step <= r.steps; step++ {
-		m.ZeroGrad()
+		be.Zero(grads)
 		var lossSum float64
 		for micro := range r.gas {
 			in, tg := r.batch(step, micro)
@@ -265,7 +272,7 @@ func reference(tb testing.TB, r run) ([]stepResult, []float32) {
 			}
 			lossSum += float64(loss)
 		}
-		g, err := m.HostGrads()
+		g, err := backend.ReadF32(be, grads)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -275,14 +282,18 @@ func reference(tb testing.TB, r run) ([]stepResult, []float32) {
 		}
 		norm := math.Sqrt(sq)
 		coef := math.Min(1, r.clip/(norm+1e-6))
-		for _, t := range m.Layout().Tensors() {
-			hp := optim.StepParams(r.adam, r.adam.LR, step, coef, t.Decay)
-			be.AdamW(m.Params().Slice(t.Offset, t.Len), backend.Buffer{}, m.Grads().Slice(t.Offset, t.Len),
+		for _, t := range lay.Tensors() {
+			hp := r.adam.Params(step)
+			hp.GradScale = float32(coef)
+			if !t.Decay {
+				hp.WeightDecay = 0
+			}
+			be.AdamW(params.Slice(t.Offset, t.Len), backend.Buffer{}, grads.Slice(t.Offset, t.Len),
 				mom.Slice(t.Offset, t.Len), vel.Slice(t.Offset, t.Len), hp)
 		}
 		out = append(out, stepResult{loss: lossSum / float64(r.gas), norm: norm})
 	}
-	p, err := m.HostParams()
+	p, err := backend.ReadF32(be, params)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -301,7 +312,7 @@ type rankState struct {
 // group by group.
 func newRank(ctx context.Context, env *rankEnv, r run, o zero.Options) (*rankState, error) {
 	lay := model.NewLayout(r.cfg)
-	eng, err := zero.New(ctx, env.be, env.c, groupsOf(lay), o)
+	eng, err := zero.New(ctx, env.be, env.c, zero.LayoutOf(lay), o)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +320,7 @@ func newRank(ctx context.Context, env *rankEnv, r run, o zero.Options) (*rankSta
 		eng.Close()
 		return nil, err
 	}
-	m, err := model.New(env.be, r.cfg, model.Options{Store: eng, ParamDType: o.ParamDType, ActDType: backend.F32})
+	m, err := model.New(env.be, r.cfg, model.Options{Store: eng, ActDType: backend.F32})
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -345,8 +356,7 @@ func (s *rankState) step(ctx context.Context, r run, step, rank int) (stepResult
 	if err != nil {
 		return stepResult{}, err
 	}
-	norm, err := s.eng.Step(ctx, zero.StepInput{LR: r.adam.LR, Step: step, ClipNorm: r.clip, LossScale: r.lossScale,
-		Hyper: func(decay bool) backend.AdamWParams { return optim.StepParams(r.adam, r.adam.LR, step, 1, decay) }})
+	norm, err := s.eng.Step(ctx, zero.StepInput{AdamW: r.adam.Params(step), ClipNorm: r.clip, LossScale: r.lossScale})
 	if err != nil {
 		return stepResult{}, err
 	}

@@ -1,17 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/blas"
+	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/metrics"
 	"github.com/gotrain/gotrain/model"
+	"github.com/gotrain/gotrain/trainer"
 )
 
 func benchCommand() *cli.Command {
@@ -97,7 +99,7 @@ func runBench(c *cli.Context) error {
 		return err
 	}
 	flops := cfg.FlopsPerToken(T)
-	fmt.Fprintf(w, "bench %s | %s | B %d × T %d, %s, %s parameters\n", be.Name(), what, B, T, dt, commas(int64(cfg.NumParams())))
+	fmt.Fprintf(w, "bench %s | %s | B %d × T %d, %s, %s parameters\n", be.Name(), what, B, T, dt, groupDigits(int64(cfg.NumParams())))
 	fmt.Fprintf(w, "step %.1f ms | %.0f tokens/s | %s", res.stepSec*1e3, res.tokensPerSec, flopRate(res.tokensPerSec*flops))
 	if peak > 0 {
 		fmt.Fprintf(w, " | MFU %.1f%% of %s", 100*metrics.MFU(res.tokensPerSec, flops, peak), flopRate(peak))
@@ -111,81 +113,47 @@ func runBench(c *cli.Context) error {
 type benchResult struct {
 	stepSec, tokensPerSec float64
 	actBytes              int64
-	loss                  float32
+	loss                  float64
 }
 
 // benchSteps times steps training steps (forward, backward, AdamW with an
-// fp32 master and moments) after one warm-up step.
+// fp32 master and moments) after one warm-up step: the trainer's own step,
+// one rank at ZeRO stage 0, on a fixed batch of random tokens.
 func benchSteps(be backend.Backend, cfg model.Config, B, T, steps int, dt backend.DType, ckpt bool) (benchResult, error) {
-	m, err := model.New(be, cfg, model.Options{ParamDType: dt, ActDType: dt, GradDType: backend.F32, Checkpoint: ckpt})
+	js := fmt.Sprintf(`{"train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": 1,
+		"optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0}},
+		"bf16": {"enabled": %t}}`, B, dt == backend.BF16)
+	dsc, err := config.Parse("(bench)", []byte(js), config.Options{Strict: true})
 	if err != nil {
 		return benchResult{}, err
 	}
-	defer m.Free()
-	if err := m.SetParams(model.InitParams(cfg, 1)); err != nil {
-		return benchResult{}, err
-	}
-	if err := m.ReserveActivations(B, T); err != nil {
-		return benchResult{}, err
-	}
-	n := cfg.NumParams()
-	var opt []backend.Buffer
-	defer func() {
-		for _, b := range opt {
-			be.Free(b)
-		}
-	}()
-	alloc := func(cat backend.Category) (backend.Buffer, error) {
-		b, err := be.Alloc(backend.Device, cat, backend.F32, n)
-		if err == nil {
-			opt = append(opt, b)
-		}
-		return b, err
-	}
-	mom, err := alloc(backend.Optimizer)
+	batch, err := dsc.Resolve(1)
 	if err != nil {
 		return benchResult{}, err
-	}
-	vel, err := alloc(backend.Optimizer)
-	if err != nil {
-		return benchResult{}, err
-	}
-	var master backend.Buffer
-	if dt != backend.F32 {
-		if master, err = alloc(backend.Master); err != nil {
-			return benchResult{}, err
-		}
-		be.Copy(master, m.Params())
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	tokens := make([]int32, B*T+1)
 	for i := range tokens {
 		tokens[i] = int32(rng.IntN(cfg.V))
 	}
-	var loss float32
-	step := func(k int) error {
-		m.ZeroGrad()
-		if loss, err = m.Forward(tokens[:B*T], tokens[1:], B, T); err != nil {
-			return err
-		}
-		if err := m.Backward(1 / float32(B*T)); err != nil {
-			return err
-		}
-		be.AdamW(m.Params(), master, m.Grads(), mom, vel, backend.AdamWParams{LR: 1e-4, Beta1: 0.9, Beta2: 0.95,
-			Eps: 1e-8, WeightDecay: 0, GradScale: 1, Step: k})
-		return be.Sync()
-	}
-	if err := step(1); err != nil {
+	res, err := trainer.Run(context.Background(), be, trainer.Options{
+		Config: dsc, Batch: batch, Model: cfg, Seed: 1, SeqLen: T, MaxSteps: steps + 1,
+		Batches: fixedBatch(tokens), Checkpoint: ckpt,
+	})
+	if err != nil {
 		return benchResult{}, err
 	}
-	start := time.Now()
-	for k := 0; k < steps; k++ {
-		if err := step(k + 2); err != nil {
-			return benchResult{}, err
-		}
-	}
-	sec := time.Since(start).Seconds() / float64(steps)
-	return benchResult{stepSec: sec, tokensPerSec: float64(B*T) / sec, actBytes: m.ActivationBytes(), loss: loss}, nil
+	act := res.Memory.Current[backend.Device][backend.Activations]
+	return benchResult{stepSec: float64(B*T) / res.TokensPerSecond, tokensPerSec: res.TokensPerSecond, actBytes: act, loss: res.FinalLoss}, nil
+}
+
+// fixedBatch serves the same B·T+1 tokens as every micro-batch.
+type fixedBatch []int32
+
+func (f fixedBatch) Next(inputs, targets []int32) error {
+	copy(inputs, f[:len(f)-1])
+	copy(targets, f[1:])
+	return nil
 }
 
 // flopRate formats FLOP/s in the unit that suits a CPU (GFLOP/s) or a GPU

@@ -82,5 +82,5 @@ func runEstimate(c *cli.Context) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(est)
 	}
-	return trainer.FormatEstimate(c.App.Writer, est)
+	return formatEstimate(c.App.Writer, est)
 }

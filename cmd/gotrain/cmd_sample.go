@@ -11,8 +11,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/data"
 	"github.com/gotrain/gotrain/model"
+	"github.com/gotrain/gotrain/zero"
 )
 
 func sampleCommand() *cli.Command {
@@ -57,14 +59,28 @@ func runSample(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := model.New(be, cfg, model.Options{})
+	// One rank holding the parameters only: an inference engine has no
+	// gradients or optimizer state.
+	lay := model.NewLayout(cfg)
+	eo := zero.DefaultOptions(0)
+	eo.Inference = true
+	eng, err := zero.New(c.Context, be, comm.NewSolo(be), zero.LayoutOf(lay), eo)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	err = eng.InitParams(func(g int) ([]float32, error) {
+		off, n := lay.GroupRange(g)
+		return params[off : off+n], nil
+	})
+	if err != nil {
+		return err
+	}
+	m, err := model.New(be, cfg, model.Options{Store: eng})
 	if err != nil {
 		return err
 	}
 	defer m.Free()
-	if err := m.SetParams(params); err != nil {
-		return err
-	}
 	ids := []int32{int32(tok.EOT())}
 	for _, t := range tok.Encode(c.String("prompt")) {
 		ids = append(ids, int32(t))

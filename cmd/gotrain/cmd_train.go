@@ -199,7 +199,7 @@ func runTrain(c *cli.Context) error {
 			Version, rk.WorldSize, cfg.ZeRO.Stage, be.Name(), info.describe(), threads, peak/1e9)
 	}
 	fmt.Fprintf(out, "model %s: %s parameters | micro-batch %d × seq %d × grad-accum %d × ranks %d = %d tokens/step\n",
-		c.String("model"), commas(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
+		c.String("model"), groupDigits(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
 		rk.WorldSize, batch.TrainBatchSize*c.Int("seq-len"))
 
 	topts := trainer.Options{
@@ -228,6 +228,21 @@ func runTrain(c *cli.Context) error {
 		}
 		defer cm.Close()
 		topts.Comm = cm
+	}
+	if rk.Rank == 0 {
+		topts.Ready = func(local backend.MemoryStats) error {
+			// What this rank holds after start-up, beside what gotrain
+			// estimate predicts for the same run: the same code, so the
+			// same numbers.
+			est, err := trainer.Estimate(cfg, mcfg, rk.WorldSize, topts.SeqLen, trainer.EstimateOptions{Checkpoint: topts.Checkpoint})
+			if err == nil {
+				err = formatMeasured(out, local, est)
+			}
+			if err != nil {
+				return fmt.Errorf("memory table: %w", err)
+			}
+			return nil
+		}
 	}
 	res, err := trainer.Run(c.Context, be, topts)
 	if err != nil {
@@ -389,19 +404,6 @@ func newBackend(threads int) (backend.Backend, blasInfo, error) {
 	impl, info := blas.Default(threads)
 	be := cpu.New(cpu.Options{Gemm: impl, Threads: threads})
 	return be, blasInfo{impl: impl, info: info}, nil
-}
-
-// commas formats n with thousands separators.
-func commas(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, ch := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(ch)
-	}
-	return b.String()
 }
 
 // vocabFromData sizes a new model's vocabulary to the tokenizer recorded with

@@ -95,7 +95,7 @@ func checkModelFits(cfg model.Config, name string, stage int, rk launch.Rank, ho
 	}
 	return fmt.Errorf("--model %s (n_layer %d, n_embd %d, vocab %d) has %s parameters: their fp32 master copy alone needs %s per rank (%s), "+
 		"more than the %s per rank of %s; pick a smaller model, or run ZeRO stage 3 on more ranks, which partitions the parameters",
-		name, cfg.L, cfg.C, cfg.V, commas(int64(n)), humanBytes(need), split, humanBytes(have), where)
+		name, cfg.L, cfg.C, cfg.V, groupDigits(int64(n)), humanBytes(need), split, humanBytes(have), where)
 }
 
 // humanBytes writes b in GiB, or TiB once that reads better.

@@ -1,0 +1,155 @@
+package trainer
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/checkpoint"
+	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/metrics"
+	"github.com/gotrain/gotrain/model"
+)
+
+// openLogs opens metrics.jsonl and the config's monitors on rank 0, once
+// the start step is settled: a resume drops the records beyond its
+// checkpoint (the run computes those steps again); a fresh start moves an
+// earlier run's logs aside. See metrics/logfiles.go.
+func (r *run) openLogs(ck *checkpoint.Reader) error {
+	o := r.o
+	if err := r.openMonitors(); err != nil {
+		return err
+	}
+	if ck != nil {
+		if err := r.monitors.ResumeAt(ck.Meta().Samples); err != nil {
+			return err
+		}
+	} else {
+		moved, err := r.monitors.SetAside(time.Now())
+		if err != nil {
+			return err
+		}
+		for _, m := range moved {
+			fmt.Fprintf(o.Log, "moved an earlier run's monitor file to %s\n", m)
+		}
+	}
+	if o.OutputDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(o.OutputDir, 0o755); err != nil {
+		return fmt.Errorf("--output-dir: %w", err)
+	}
+	resumeStep := 0
+	if ck != nil {
+		resumeStep = int(ck.Meta().Step)
+	}
+	log, note, err := metrics.OpenRunLog(filepath.Join(o.OutputDir, "metrics.jsonl"), resumeStep)
+	if note != "" {
+		fmt.Fprintln(o.Log, note)
+	}
+	r.log = log
+	return err
+}
+
+// openMonitors starts the config's monitor blocks on rank 0: csv_monitor and
+// tensorboard write files (under output_path, else --output-dir); wandb and
+// comet need a network gotrain never uses.
+func (r *run) openMonitors() error {
+	c := r.o.Config
+	dir := func(p string) string {
+		if p == "" {
+			return r.o.OutputDir
+		}
+		return p
+	}
+	if c.CSVMonitor.Enabled {
+		m, err := metrics.NewCSVMonitor(dir(c.CSVMonitor.OutputPath), c.CSVMonitor.JobName)
+		if err != nil {
+			return fmt.Errorf("csv_monitor: %w", err)
+		}
+		r.monitors = append(r.monitors, m)
+	}
+	if c.TensorBoard.Enabled {
+		m, err := metrics.NewTensorBoard(dir(c.TensorBoard.OutputPath), c.TensorBoard.JobName)
+		if err != nil {
+			return fmt.Errorf("tensorboard: %w", err)
+		}
+		r.monitors = append(r.monitors, m)
+	}
+	if c.WandB.Enabled {
+		fmt.Fprintln(r.o.Log, metrics.UnsupportedMonitorWarning("wandb"))
+	}
+	if c.Comet.Enabled {
+		fmt.Fprintln(r.o.Log, metrics.UnsupportedMonitorWarning("comet"))
+	}
+	return nil
+}
+
+// writeLog appends a record to metrics.jsonl (rank 0).
+func (r *run) writeLog(rec any) error {
+	if r.log == nil {
+		return nil
+	}
+	return r.log.Write(rec)
+}
+
+// saveWeights writes <output-dir>/model.safetensors (Hugging Face GPT-2 names)
+// and config.json beside it. Every rank takes part in gathering the
+// parameters; rank 0 writes.
+func (r *run) saveWeights() (string, error) {
+	host, err := r.eng.HostParams(r.cctx)
+	if err != nil {
+		return "", err
+	}
+	if r.rank != 0 {
+		return "", nil
+	}
+	path := filepath.Join(r.o.OutputDir, "model.safetensors")
+	if err := model.SaveHF(path, r.o.Model, host, backend.F32); err != nil {
+		return "", err
+	}
+	if err := model.WriteHFConfig(filepath.Join(r.o.OutputDir, "config.json"), r.o.Model); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// memory gathers every rank's memory accounting for the log: each rank's
+// backend.MemoryStats travels as its little-endian int64 bytes (two I32
+// words a count, so sizes beyond 2 GiB stay exact) in one all-gather.
+func (r *run) memory() (metrics.RankMemory, error) {
+	local := r.be.Memory()
+	if r.world == 1 {
+		return metrics.RankMemory{metrics.MemoryOf(local)}, nil
+	}
+	raw, err := binary.Append(nil, binary.LittleEndian, local)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.be.Upload(r.memBufs[0], raw); err != nil {
+		return nil, err
+	}
+	err = r.eng.Collective(r.cctx, "memory report", func(ctx context.Context, c comm.Comm) error {
+		return c.AllGather(ctx, r.memBufs[1], r.memBufs[0])
+	})
+	if err != nil {
+		return nil, err
+	}
+	all := make([]byte, r.memBufs[1].Bytes())
+	if err := r.be.Download(all, r.memBufs[1]); err != nil {
+		return nil, err
+	}
+	out := make(metrics.RankMemory, r.world)
+	for rank := range out {
+		var s backend.MemoryStats
+		if _, err := binary.Decode(all[rank*len(raw):], binary.LittleEndian, &s); err != nil {
+			return nil, err
+		}
+		out[rank] = metrics.MemoryOf(s)
+	}
+	return out, nil
+}

@@ -1,0 +1,353 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/checkpoint"
+	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/metrics"
+	"github.com/gotrain/gotrain/zero"
+)
+
+// loop runs the steps from startStep to MaxSteps. A signal (the run
+// context's cancellation) is noticed by every rank at the same step, which
+// is finished, saved and reported as a *StoppedError.
+func (r *run) loop(ctx context.Context) (*Result, error) {
+	res := r.res
+	res.StartStep, res.ResumedFrom = r.startStep, r.resumedTag
+	if r.val != nil && r.startStep == 1 {
+		vl, err := r.evaluate(0)
+		if err != nil {
+			return nil, err
+		}
+		res.FirstValLoss = vl
+	}
+	r.start = time.Now()
+	for n := r.startStep; n <= r.o.MaxSteps; n++ {
+		rec, stop, err := r.step(ctx, n)
+		if err != nil {
+			return res, fmt.Errorf("step %d: %w", n, err)
+		}
+		if err := r.report(&rec); err != nil {
+			return res, fmt.Errorf("step %d: %w", n, err)
+		}
+		if stop {
+			return res, r.stopAt(ctx, n)
+		}
+		if err := r.saveOrEval(n); err != nil {
+			return res, err
+		}
+	}
+	return res, r.finish()
+}
+
+// step runs optimizer step n: forward and backward over the micro-batches,
+// one all-reduce of the loss and the stop flag, and the engine's step
+// (reduction, clipping, AdamW). It reports whether some rank was asked to
+// stop.
+func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop bool, err error) {
+	t0 := time.Now()
+	if err := r.eng.ZeroGrad(); err != nil {
+		return rec, false, err
+	}
+	lossScale := 1.0
+	if r.scaler != nil {
+		lossScale = r.scaler.Scale()
+	}
+	commBefore := commSeconds(r.c.Stats())
+	loss, fwd, bwd, err := r.forwardBackward(lossScale)
+	if err != nil {
+		return rec, false, err
+	}
+	if loss, stop, err = r.reduceLoss(ctx, loss); err != nil {
+		return rec, false, err
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return rec, false, fmt.Errorf("loss is %v; lower the learning rate or enable gradient_clipping", loss)
+	}
+	tOpt := time.Now()
+	lr, norm, overflow, err := r.optimize(lossScale)
+	if err != nil {
+		return rec, false, err
+	}
+	optDur := time.Since(tOpt)
+	if err := r.be.Sync(); err != nil {
+		return rec, false, err
+	}
+	dt := time.Since(t0)
+	perStep := r.tokensPerStep()
+	r.tokens += perStep
+	rec = metrics.StepRecord{
+		Step: n, Loss: loss, LR: lr, GradNorm: norm, LossScale: lossScale, Tokens: r.tokens,
+		TokensPerSecond: float64(perStep) / dt.Seconds(), StepSeconds: dt.Seconds(),
+		Skipped: overflow, SkippedSteps: r.skipped,
+		ForwardSeconds: fwd.Seconds(), BackwardSeconds: bwd.Seconds(), OptimizerSeconds: optDur.Seconds(),
+		CommSeconds: commSeconds(r.c.Stats()) - commBefore,
+	}
+	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.o.Model.FlopsPerToken(r.o.SeqLen), r.o.PeakFLOPS)
+	return rec, stop, nil
+}
+
+// tokensPerStep is every rank's tokens of one optimizer step.
+func (r *run) tokensPerStep() int64 {
+	b := r.o.Batch
+	return int64(b.MicroBatch) * int64(r.o.SeqLen) * int64(b.GradAccum) * int64(r.world)
+}
+
+// forwardBackward runs the step's micro-batches and returns this rank's
+// mean loss over them. Each micro-batch's loss is a mean over its B·T
+// tokens; scaling its gradient by 1/(B·T·gas·world) makes the gradient
+// summed over micro-batches and reduced (summed) over ranks that of the
+// global mean. fp16 multiplies it by the loss scale, which the engine's
+// step divides out.
+func (r *run) forwardBackward(lossScale float64) (loss float64, fwd, bwd time.Duration, err error) {
+	B, T, gas := r.o.Batch.MicroBatch, r.o.SeqLen, r.o.Batch.GradAccum
+	dloss := float32(lossScale / float64(B*T*gas*r.world))
+	for range gas {
+		if err := r.batches.Next(r.in, r.tg); err != nil {
+			return 0, fwd, bwd, fmt.Errorf("read batch: %w", err)
+		}
+		t := time.Now()
+		l, err := r.m.Forward(r.in, r.tg, B, T)
+		if err != nil {
+			return 0, fwd, bwd, fmt.Errorf("forward: %w", err)
+		}
+		fwd += time.Since(t)
+		t = time.Now()
+		if err := r.m.Backward(dloss); err != nil {
+			return 0, fwd, bwd, fmt.Errorf("backward: %w", err)
+		}
+		bwd += time.Since(t)
+		loss += float64(l)
+	}
+	return loss / float64(gas), fwd, bwd, nil
+}
+
+// reduceLoss averages loss over the ranks and learns whether any rank's
+// run context was cancelled (a signal), in one all-reduce, so every rank
+// agrees on both.
+func (r *run) reduceLoss(ctx context.Context, loss float64) (float64, bool, error) {
+	stop := 0.0
+	if ctx.Err() != nil {
+		stop = 1
+	}
+	if r.world == 1 {
+		return loss, stop != 0, nil
+	}
+	if err := backend.WriteF32(r.be, r.scalars, []float32{float32(loss), float32(stop)}); err != nil {
+		return 0, false, err
+	}
+	err := r.eng.Collective(r.cctx, "loss and stop flag", func(ctx context.Context, c comm.Comm) error {
+		return c.AllReduce(ctx, r.scalars, comm.Avg)
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	v, err := backend.ReadF32(r.be, r.scalars)
+	if err != nil {
+		return 0, false, err
+	}
+	return float64(v[0]), v[1] > 0, nil
+}
+
+// optimize runs the engine's step with this step's scheduled
+// hyperparameters and advances the loss scaler and the scheduler. An fp16
+// overflow skips the update (reported, not an error); a NaN or Inf
+// gradient without fp16 stops the run, naming the tensors.
+func (r *run) optimize(lossScale float64) (lr, norm float64, overflow bool, err error) {
+	hp := r.opt.Scheduled(r.sch)
+	norm, err = r.eng.Step(r.cctx, zero.StepInput{AdamW: hp.Params(r.updates + 1), ClipNorm: r.o.Config.GradientClipping, LossScale: lossScale})
+	overflow = errors.Is(err, zero.ErrNonFiniteGradients)
+	switch {
+	case overflow && r.scaler == nil:
+		return hp.LR, norm, false, fmt.Errorf("%s; lower the learning rate or enable gradient_clipping", r.nonFinite(err, norm))
+	case err != nil && !overflow:
+		return hp.LR, norm, false, err
+	}
+	if r.scaler != nil {
+		// DeepSpeed's dynamic loss scaler: every rank saw the same reduced
+		// gradients, so every rank agrees on the overflow.
+		skipped, err := r.scaler.Update(overflow)
+		if err != nil {
+			return hp.LR, norm, overflow, err
+		}
+		if skipped {
+			r.skipped++
+		}
+	}
+	if !overflow {
+		r.updates++
+		r.sch.Step() // not stepped on fp16 overflow steps, as DeepSpeed
+	}
+	return hp.LR, norm, overflow, nil
+}
+
+// report records step rec.Step: metrics.jsonl, the observer, the
+// monitors, the run's summary, and on printing steps the progress line
+// with every rank's memory (gathered only then: it is a collective every
+// rank makes on the same steps).
+func (r *run) report(rec *metrics.StepRecord) error {
+	n := rec.Step
+	res := r.res
+	if n == r.startStep {
+		r.afterFirst = time.Now()
+		res.FirstLoss = rec.Loss
+	}
+	res.Steps, res.FinalLoss, res.SkippedSteps = n, rec.Loss, r.skipped
+	print := n%r.o.PrintEvery == 0 || n == r.startStep || n == r.o.MaxSteps
+	if print {
+		mem, err := r.memory()
+		if err != nil {
+			return err
+		}
+		rec.Memory = mem
+	}
+	if err := r.writeLog(*rec); err != nil {
+		return err
+	}
+	if r.o.Observer != nil {
+		r.o.Observer.ObserveStep(*rec, r.be.Memory(), commCounters(r.c.Stats()))
+	}
+	if len(r.monitors) > 0 {
+		// DeepSpeed's monitors put samples, not steps, on the x-axis.
+		samples := int64(n) * int64(r.o.Batch.TrainBatchSize)
+		if err := r.monitors.Write(metrics.StepEvents(*rec, samples, r.scaler != nil)); err != nil {
+			return fmt.Errorf("monitor: %w", err)
+		}
+	}
+	r.breakdown.Add(rec.ForwardSeconds, rec.BackwardSeconds, rec.CommSeconds, rec.OptimizerSeconds)
+	if print {
+		r.prog.Line(*rec, time.Since(r.start), r.be.Memory().PoolTotal(backend.Device))
+		if r.o.Config.WallClockBreakdown {
+			fmt.Fprintln(r.o.Log, r.breakdown.Line())
+			r.breakdown.Reset()
+		}
+	}
+	return nil
+}
+
+// saveOrEval saves a checkpoint and evaluates when step n is due for them.
+func (r *run) saveOrEval(n int) error {
+	o := r.o
+	last := n == o.MaxSteps
+	if last || (o.SaveEvery > 0 && n%o.SaveEvery == 0) {
+		if err := r.save(r.cctx, n, r.tokens); err != nil {
+			return err
+		}
+	}
+	if r.val != nil && (last || (o.EvalEvery > 0 && n%o.EvalEvery == 0)) {
+		vl, err := r.evaluate(n)
+		if err != nil {
+			return err
+		}
+		r.res.FinalValLoss = vl
+	}
+	return nil
+}
+
+// stopAt ends a run stopped by a signal after step n: the work done is
+// saved, unless step n's tag was just saved (saving it again would only
+// replace a good tag).
+func (r *run) stopAt(ctx context.Context, n int) error {
+	tag := ""
+	if r.o.OutputDir != "" {
+		if n != r.lastSaved {
+			if err := r.save(r.cctx, n, r.tokens); err != nil {
+				return err
+			}
+		}
+		tag = checkpoint.TagName(int64(n))
+	}
+	return &StoppedError{Step: n, Checkpoint: tag, Cause: context.Cause(ctx)}
+}
+
+// finish computes the run's throughput and writes the final weights.
+func (r *run) finish() error {
+	res, o := r.res, r.o
+	if o.MaxSteps > r.startStep {
+		res.TokensPerSecond = float64(r.tokens-r.tokens0-r.tokensPerStep()) / time.Since(r.afterFirst).Seconds()
+		res.MFU = metrics.MFU(res.TokensPerSecond/float64(r.world), o.Model.FlopsPerToken(o.SeqLen), o.PeakFLOPS)
+	}
+	res.Memory = r.be.Memory()
+	if o.OutputDir == "" {
+		return nil
+	}
+	path, err := r.saveWeights()
+	res.WeightsPath = path
+	return err
+}
+
+// evaluate returns the mean loss over the val loader's batches, averaged
+// over ranks (each reads its own chunks of the val split), and logs it as
+// step n's.
+func (r *run) evaluate(n int) (float64, error) {
+	r.val.Reset()
+	B, T := r.o.Batch.MicroBatch, r.o.SeqLen
+	var sum float64
+	k := 0
+	for {
+		err := r.val.Next(r.in, r.tg)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("eval: %w", err)
+		}
+		loss, err := r.m.Forward(r.in, r.tg, B, T)
+		if err != nil {
+			return 0, fmt.Errorf("eval: %w", err)
+		}
+		sum += float64(loss)
+		k++
+	}
+	if k == 0 {
+		return 0, fmt.Errorf("eval: the val data holds no batch of ranks × B·T + 1 = %d tokens", r.world*B*T+1)
+	}
+	vl, _, err := r.reduceLoss(context.Background(), sum/float64(k))
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(r.o.Log, "step %d | val loss %.4f\n", n, vl)
+	return vl, r.writeLog(metrics.EvalRecord{Step: n, ValLoss: vl, Batches: r.o.EvalBatches})
+}
+
+// nonFinite names the tensors whose gradient is NaN or Inf (in the part this
+// rank reduced), for the error that stops a bf16 or fp32 run.
+func (r *run) nonFinite(err error, norm float64) string {
+	var nf *zero.NonFiniteError
+	if !errors.As(err, &nf) || len(nf.Tensors) == 0 {
+		return fmt.Sprintf("the gradient norm is %v (NaN or Inf in another rank's part of the gradient)", norm)
+	}
+	lay := r.m.Layout()
+	var names []string
+	for _, t := range nf.Tensors {
+		names = append(names, lay.GroupTensors(t.Group)[t.Tensor].Name)
+	}
+	return fmt.Sprintf("the gradient of %s holds NaN or Inf (norm %v)", strings.Join(names, ", "), norm)
+}
+
+// commSeconds is the time spent in collectives so far, over every kind.
+func commSeconds(s comm.Stats) float64 {
+	var t float64
+	for _, k := range comm.Kinds() {
+		t += s.Of(k).Seconds
+	}
+	return t
+}
+
+// commCounters converts the Comm's statistics for the metrics endpoint.
+func commCounters(s comm.Stats) metrics.CommCounters {
+	cc := metrics.CommCounters{}
+	for _, k := range comm.Kinds() {
+		o := s.Of(k)
+		cc[k.Label()] = metrics.CommOp{Bytes: o.Bytes, Seconds: o.Seconds}
+	}
+	return cc
+}
