@@ -75,10 +75,9 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	if err != nil {
 		return err
 	}
-	pdt, _, _ := precision(r.o.Config)
 	meta := checkpoint.Metadata{
 		Step: int64(step), Samples: int64(step) * int64(r.o.Batch.TrainBatchSize), Tokens: tokens,
-		WorldSize: r.world, Stage: r.o.Config.ZeRO.Stage, Precision: pdt.String(),
+		WorldSize: r.world, Stage: r.o.Config.ZeRO.Stage, Precision: r.pdt.String(),
 		Model: checkpoint.ModelConfigOf(r.o.Model), Seed: r.o.Seed, DataPosition: raw,
 		RunID: r.runID, Fields: r.fields,
 	}
@@ -170,9 +169,8 @@ func (r *run) checkConfig(ck *checkpoint.Reader) error {
 // currentMeta is what this run would record in the fields a legacy
 // checkpoint has.
 func (r *run) currentMeta() checkpoint.Metadata {
-	pdt, _, _ := precision(r.o.Config)
 	return checkpoint.Metadata{Step: 1, Samples: int64(r.o.Batch.TrainBatchSize), WorldSize: r.world,
-		Stage: r.o.Config.ZeRO.Stage, Precision: pdt.String(), Model: checkpoint.ModelConfigOf(r.o.Model)}
+		Stage: r.o.Config.ZeRO.Stage, Precision: r.pdt.String(), Model: checkpoint.ModelConfigOf(r.o.Model)}
 }
 
 // sameDir reports whether two paths name one directory.

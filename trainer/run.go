@@ -34,6 +34,7 @@ type run struct {
 	lazy bool // run collectives lazily (an estimate on an accounting backend)
 
 	// What the rank holds in backend memory (build).
+	pdt     backend.DType // parameters and activations (precision)
 	eng     *zero.Engine
 	m       *model.Model
 	scalars backend.Buffer    // F32 (2): the loss and the stop flag, all-reduced together
@@ -211,6 +212,7 @@ func (r *run) build() error {
 	if err != nil {
 		return err
 	}
+	r.pdt = pdt
 	zo := engineOptions(o.Config)
 	zo.ParamDType, zo.GradAccumDType, zo.LazyComm = pdt, gdt, r.lazy
 	lay := model.NewLayout(o.Model)
@@ -288,9 +290,9 @@ func engineOptions(c *config.Config) zero.Options {
 	o.MaxReuseDistance = z.Stage3MaxReuseDistance
 	o.PersistenceThreshold = z.Stage3ParamPersistenceThreshold
 	o.OverlapComm = z.OverlapComm
-	// Offload settings DeepSpeed ignores (optimizer offload at stage 0,
-	// parameter offload below stage 3) are warned about by config and not
-	// passed on.
+	// Optimizer offload at stage 0, which DeepSpeed ignores, is warned
+	// about by config and not passed on; parameter offload below stage 3
+	// is a config error.
 	if off := z.OffloadOptimizer; off != nil && off.Device == "cpu" && z.Stage >= 1 {
 		o.OffloadOptimizer, o.OffloadOptimizerPinned = true, off.PinMemory
 	}

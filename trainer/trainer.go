@@ -38,7 +38,7 @@ type Options struct {
 	ValData     []string // val shards; empty: no eval
 	SeqLen      int      // T
 	MaxSteps    int      // optimizer steps
-	EvalEvery   int      // steps between evals; 0: only at the end
+	EvalEvery   int      // steps between evals; 0: only before the first step and after the last
 	EvalBatches int      // micro-batches per eval; 0: 20
 	Shuffle     bool     // permute shard and batch order every epoch (seeded by Seed); default llm.c's order
 	// Checkpoint recomputes each block in backward from its kept input

@@ -2,10 +2,13 @@ package cuda
 
 import (
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/cublas"
+	"github.com/gotrain/gotrain/cuda/cudatest"
 	"github.com/gotrain/gotrain/kernels"
 )
 
@@ -234,5 +237,42 @@ func TestResidualLayerNormIsBitIdenticalToTwoOps(t *testing.T) {
 				t.Errorf("%s: fused %s differs from Add + LayerNormForward", dt, pair[0])
 			}
 		}
+	}
+}
+
+// TestScratchExhaustionIsAnError: when the device cannot lend an op its
+// workspace, the op queues nothing and Sync reports the allocation that
+// failed; nothing panics.
+func TestScratchExhaustionIsAnError(t *testing.T) {
+	t.Setenv(cudatest.EnvMemory, strconv.Itoa(1<<20))
+	e := newEnv(t)
+	b, err := New(Options{Device: e.dev, Compiler: e.comp, BLAS: e.blas, Host: newHost()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const N, C = 64, 32
+	alloc := func(cat backend.Category, dt backend.DType, n int) backend.Buffer {
+		t.Helper()
+		x, err := b.Alloc(backend.Device, cat, dt, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	dinp, dout, inp := alloc(backend.Activations, backend.F32, N*C), alloc(backend.Activations, backend.F32, N*C), alloc(backend.Activations, backend.F32, N*C)
+	mean, rstd := alloc(backend.Activations, backend.F32, N), alloc(backend.Activations, backend.F32, N)
+	w, dw, db := alloc(backend.Params, backend.F32, C), alloc(backend.Grads, backend.F32, C), alloc(backend.Grads, backend.F32, C)
+	// Fill the rest of the device so no scratch block fits.
+	free, _, err := e.dev.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := alloc(backend.Workspace, backend.U16, int(free/2)-128)
+	defer b.Free(fill)
+	b.LayerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd, N, C)
+	err = b.Sync()
+	if err == nil || !strings.Contains(err.Error(), "device workspace") {
+		t.Fatalf("Sync after an op whose scratch did not fit: %v, want the allocation failure", err)
 	}
 }

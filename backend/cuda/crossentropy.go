@@ -56,7 +56,10 @@ func (b *Backend) CrossEntropyBackward(dlogits, probs, targets backend.Buffer, d
 		b.check(op, b.k.CrossEntropyBackward(b.stream, dst, p, tg, dloss, N, V, Vp))
 		return
 	}
-	tmp, release := b.scratch(dst.DT, N*Vp)
+	tmp, release, ok := b.scratch(dst.DT, N*Vp)
+	if !ok {
+		return
+	}
 	defer release()
 	if err := b.k.CrossEntropyBackward(b.stream, tmp, p, tg, dloss, N, V, Vp); err != nil {
 		b.check(op, err)

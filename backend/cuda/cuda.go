@@ -205,8 +205,10 @@ func (b *Backend) t(op string, x backend.Buffer) kernels.Tensor {
 
 // scratch lends a device workspace of n elements of dt. Release it right
 // after queueing the work that uses it: every op runs on the one compute
-// stream, so the next borrower's work starts after this one's ends.
-func (b *Backend) scratch(dt kernels.DType, n int) (kernels.Tensor, func()) {
+// stream, so the next borrower's work starts after this one's ends. When
+// the device cannot supply it, the failure becomes the backend's error
+// (Sync returns it) and ok is false: the op queues nothing.
+func (b *Backend) scratch(dt kernels.DType, n int) (t kernels.Tensor, release func(), ok bool) {
 	bytes := max(n*dt.Size(), 256)
 	b.mu.Lock()
 	var blk *scratchBlock
@@ -227,7 +229,8 @@ func (b *Backend) scratch(dt kernels.DType, n int) (kernels.Tensor, func()) {
 		}
 		p, err := b.dev.Alloc(size)
 		if err != nil {
-			panic(fmt.Sprintf("cuda: scratch of %d bytes: %v", size, err))
+			b.check("scratch", fmt.Errorf("allocate %d bytes of device workspace: %w", size, err))
+			return kernels.Tensor{}, func() {}, false
 		}
 		blk = &scratchBlock{ptr: p, bytes: size, busy: true}
 		b.mu.Lock()
@@ -240,7 +243,7 @@ func (b *Backend) scratch(dt kernels.DType, n int) (kernels.Tensor, func()) {
 		b.mu.Lock()
 		blk.busy = false
 		b.mu.Unlock()
-	}
+	}, true
 }
 
 // readDevice waits for the stream, then copies device bytes to dst.

@@ -35,7 +35,10 @@ func (b *Backend) EncoderBackward(dwte, dwpe, dout, inp backend.Buffer, B, T, C 
 	V := embeddingRows(op, inp, dwte, dwpe, T, C)
 	n := B * T
 	ids, dw, d := b.t(op, inp), b.t(op, dwte), b.t(op, dout)
-	scratch, release := b.scratch(kernels.I32, kernels.EncoderGroupLen(n))
+	scratch, release, ok := b.scratch(kernels.I32, kernels.EncoderGroupLen(n))
+	if !ok {
+		return
+	}
 	defer release()
 	order := scratch
 	groups := kernels.Tensor{Ptr: scratch.Ptr.Add(4 * n), DT: kernels.I32}

@@ -67,7 +67,10 @@ func (b *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mea
 	needLen(op, "rstd", rstd, N)
 	d, x, m, r := b.t(op, dout), b.t(op, inp), b.t(op, mean), b.t(op, rstd)
 	b.check(op, b.k.LayerNormBackwardDinp(b.stream, b.t(op, dinp), d, x, b.t(op, weight), m, r, N, C))
-	partial, release := b.scratch(kernels.F32, kernels.LayerNormPartialLen(N, C))
+	partial, release, ok := b.scratch(kernels.F32, kernels.LayerNormPartialLen(N, C))
+	if !ok {
+		return
+	}
 	defer release()
 	b.check(op, b.k.LayerNormBackwardPartial(b.stream, partial, d, x, m, r, N, C))
 	b.check(op, b.k.LayerNormBackwardReduce(b.stream, b.t(op, dweight), b.t(op, dbias), partial, N, C))

@@ -21,6 +21,7 @@ type gemmArgs struct {
 	op       string
 	wide     map[kernels.Tensor]kernels.Tensor
 	releases []func()
+	failed   bool // a scratch could not be had: the op queues nothing more (Sync reports it)
 }
 
 func (b *Backend) gemmArgs(op string) *gemmArgs {
@@ -35,7 +36,8 @@ func (g *gemmArgs) release() {
 }
 
 func (g *gemmArgs) scratch(n int) kernels.Tensor {
-	t, release := g.b.scratch(kernels.F32, n)
+	t, release, ok := g.b.scratch(kernels.F32, n)
+	g.failed = g.failed || !ok
 	g.releases = append(g.releases, release)
 	return t
 }
@@ -49,6 +51,9 @@ func (g *gemmArgs) f32(t kernels.Tensor, n int) kernels.Tensor {
 		return w
 	}
 	w := g.scratch(n)
+	if g.failed {
+		return w
+	}
 	g.b.check(g.op, g.b.k.Cast(g.b.stream, w, t, n))
 	g.wide[t] = w
 	return w
@@ -79,6 +84,9 @@ func (g *gemmArgs) gemm(ta, tb cublas.Op, m, n, k int, a kernels.Tensor, lda int
 			typ = cublas.R16BF
 		}
 		return cublas.Matrix{Ptr: t.Ptr, Type: typ, LD: max(1, ld)}
+	}
+	if g.failed {
+		return
 	}
 	g.b.check(g.op, g.b.gemm(func(h *cublas.Handle) error {
 		return h.GemmRowMajor(ta, tb, m, n, k, 1, mat(a, lda), mat(b, ldb), beta, mat(c, ldc), cublas.Compute32F)
@@ -122,6 +130,9 @@ func (b *Backend) MatmulForward(out, inp, weight, bias backend.Buffer, N, C, OC 
 		product(o, 1)
 	default:
 		acc := g.scratch(N * OC)
+		if g.failed {
+			return
+		}
 		product(acc, 0)
 		b.check(op, b.k.MatmulEpilogue(b.stream, o, acc, bt, N, OC))
 	}
@@ -152,6 +163,9 @@ func (b *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend
 
 	if !dbias.IsNil() && N > 0 && OC > 0 {
 		partial := g.scratch(kernels.MatmulDbiasPartialLen(N, OC))
+		if g.failed {
+			return
+		}
 		b.check(op, b.k.MatmulDbiasPartial(b.stream, partial, d, N, OC))
 		b.check(op, b.k.MatmulDbiasReduce(b.stream, b.t(op, dbias), partial, N, OC))
 	}
@@ -163,6 +177,9 @@ func (b *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend
 			c = g.scratch(N * C)
 		}
 		g.gemm(cublas.NoTrans, cublas.NoTrans, N, C, OC, dd, OC, w, C, 0, c, C)
+		if g.failed {
+			return
+		}
 		if c != di {
 			b.check(op, b.k.Cast(b.stream, di, c, N*C))
 		}
@@ -175,6 +192,9 @@ func (b *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend
 			c = g.f32(dw, OC*C)
 		}
 		g.gemm(cublas.Trans, cublas.NoTrans, OC, C, N, dd, OC, x, C, 1, c, C)
+		if g.failed {
+			return
+		}
 		if c != dw {
 			b.check(op, b.k.Cast(b.stream, dw, c, OC*C))
 		}

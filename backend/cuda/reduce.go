@@ -27,7 +27,10 @@ func (b *Backend) SumSquares(x backend.Buffer) float64 {
 		return 0
 	}
 	// Scratch is lent by element type; two F32 slots hold one float64.
-	parts, release := b.scratch(kernels.F32, 2*blocks)
+	parts, release, ok := b.scratch(kernels.F32, 2*blocks)
+	if !ok {
+		return math.NaN()
+	}
 	defer release()
 	if err := b.k.SumSquares(b.stream, parts.Ptr, b.t(op, x), n); err != nil {
 		b.check(op, err)
@@ -61,7 +64,10 @@ func (b *Backend) NonFinite(x backend.Buffer) bool {
 	if n == 0 {
 		return false
 	}
-	flag, release := b.scratch(kernels.I32, 1)
+	flag, release, ok := b.scratch(kernels.I32, 1)
+	if !ok {
+		return true
+	}
 	defer release()
 	if err := b.dev.MemsetD8Async(flag.Ptr, 0, 4, b.stream); err != nil {
 		b.check(op, err)

@@ -106,7 +106,10 @@ func (b *Backend) Copy(dst, src backend.Buffer) {
 			b.check("copy", b.Upload(dst, hostView(src)))
 			return
 		}
-		tmp, release := b.scratch(kernels.DType(src.DType()), n)
+		tmp, release, ok := b.scratch(kernels.DType(src.DType()), n)
+		if !ok {
+			return
+		}
 		defer release()
 		b.check("copy", b.dev.StreamSynchronize(b.stream))
 		b.check("copy", b.dev.CopyHtoD(tmp.Ptr, hostView(src)))
@@ -116,7 +119,10 @@ func (b *Backend) Copy(dst, src backend.Buffer) {
 			b.check("copy", b.Download(hostView(dst), src))
 			return
 		}
-		tmp, release := b.scratch(kernels.DType(dst.DType()), n)
+		tmp, release, ok := b.scratch(kernels.DType(dst.DType()), n)
+		if !ok {
+			return
+		}
 		defer release()
 		b.check("copy", b.k.Cast(b.stream, tmp, b.t("copy", src), n))
 		b.check("copy", b.readDevice(hostView(dst), tmp.Ptr))

@@ -21,6 +21,10 @@ var mockSource []byte
 // makes cuInit fail with CUDA_ERROR_NO_DEVICE).
 const EnvDevices = "GOTRAIN_MOCK_CUDA_DEVICES"
 
+// EnvMemory caps every mock device's memory at that many bytes, read at
+// cuInit, so tests can run a device out of memory.
+const EnvMemory = "GOTRAIN_MOCK_CUDA_MEMORY"
+
 // MockDriverVersion is what the mock's cuDriverGetVersion reports (12.4).
 const MockDriverVersion = 12040
 

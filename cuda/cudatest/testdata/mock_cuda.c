@@ -27,6 +27,9 @@
  * GOTRAIN_MOCK_CUDA_DEVICES sets the device count at cuInit (default 2;
  * 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE). Even ordinals are sm_80
  * devices, odd ones sm_90 (see cudatest.MockDeviceSpec).
+ * GOTRAIN_MOCK_CUDA_MEMORY, read at cuInit, caps every device's memory at
+ * that many bytes (below the spec's total), so tests can run a device out
+ * of memory.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -81,6 +84,15 @@ static const dev_spec specs[2] = {
 };
 
 static const dev_spec *spec(int dev) { return &specs[dev % 2]; }
+
+/* memory_cap is GOTRAIN_MOCK_CUDA_MEMORY (0: none), read at cuInit. */
+static unsigned long long memory_cap;
+
+/* device_total is dev's memory: its spec's, or the cap if smaller. */
+static unsigned long long device_total(int dev) {
+	unsigned long long t = spec(dev)->total;
+	return memory_cap != 0 && memory_cap < t ? memory_cap : t;
+}
 
 typedef struct {
 	uint32_t magic;
@@ -167,6 +179,8 @@ CUresult cuInit(unsigned int flags) {
 	}
 	const char *s = getenv("GOTRAIN_MOCK_CUDA_DEVICES");
 	int n = s ? atoi(s) : 2;
+	const char *cap = getenv("GOTRAIN_MOCK_CUDA_MEMORY");
+	memory_cap = cap ? strtoull(cap, NULL, 10) : 0;
 	if (n <= 0) {
 		return E_NO_DEVICE;
 	}
@@ -321,7 +335,7 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
 	CUresult r = check_dev(d);
 	if (r == OK) {
-		*bytes = (size_t)spec(d)->total;
+		*bytes = (size_t)device_total(d);
 	}
 	return r;
 }
@@ -389,8 +403,8 @@ CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
 		return r;
 	}
 	pthread_mutex_lock(&mu);
-	*total = (size_t)spec(current->dev)->total;
-	*free_ = (size_t)(spec(current->dev)->total - used[current->dev]);
+	*total = (size_t)device_total(current->dev);
+	*free_ = (size_t)(device_total(current->dev) - used[current->dev]);
 	pthread_mutex_unlock(&mu);
 	return OK;
 }
@@ -405,7 +419,7 @@ static CUresult do_alloc(void **out, size_t n, int pinned) {
 	}
 	int dev = current->dev;
 	pthread_mutex_lock(&mu);
-	if (!pinned && used[dev] + n > spec(dev)->total) {
+	if (!pinned && used[dev] + n > device_total(dev)) {
 		pthread_mutex_unlock(&mu);
 		return E_OUT_OF_MEMORY;
 	}
