@@ -29,8 +29,8 @@ func checkRotary(op string, rstd, qnorm, knorm, cos, sin, qkv backend.Buffer, B,
 
 // QKVRotaryForward implements backend.DecoderOps, in parallel over tokens:
 // each token's row of qkv is read once and its query and key heads are
-// normalised (with the norms) and rotated in registers-sized pieces, so the
-// op is one pass over memory. Without norms out may alias qkv (each pair is
+// normalised (with the norms) and rotated head by head while the row is in
+// L1, so the op is one pass over memory. Without norms out may alias qkv (each pair is
 // read before it is written).
 func (be *Backend) QKVRotaryForward(out, rstd, qkv, qnorm, knorm, cos, sin backend.Buffer, B, T, NH, KV, HD int, eps float32) {
 	const op = "QKVRotaryForward"
