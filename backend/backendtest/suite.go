@@ -32,6 +32,11 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	t.Run("CrossEntropy", func(t *testing.T) { testCrossEntropy(t, newBackend) })
 	t.Run("AdamW", func(t *testing.T) { testAdamW(t, newBackend) })
 	t.Run("Reduce", func(t *testing.T) { testReduce(t, newBackend) })
+	t.Run("Decoder", func(t *testing.T) {
+		if !RunDecoder(t, newBackend) {
+			t.Skip("the backend does not implement backend.DecoderOps (the Llama family's ops)")
+		}
+	})
 }
 
 // dtypeCase says how a test stores activations (and their gradients) and

@@ -215,7 +215,7 @@ func (p *pair) same(name string, x twin) {
 }
 
 // ops is the op sequence: a GPT-2 block's forward and backward ops in order,
-// then the optimizer, reductions and casts.
+// then the optimizer, reductions and casts, then the decoder ops.
 func (p *pair) ops(s Shape, d DTypes) {
 	B, T, C, NH, V, Vp := s.B, s.T, s.C, s.NH, s.V, s.Vp
 	N := B * T
@@ -386,4 +386,6 @@ func (p *pair) ops(s Shape, d DTypes) {
 	p.g.Zero(cast.g)
 	p.c.Zero(cast.c)
 	p.same("zero", cast)
+
+	p.decoderOps(s, d)
 }

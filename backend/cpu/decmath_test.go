@@ -1,0 +1,207 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gotrain/gotrain/backend"
+)
+
+// TestDecoderKernels holds the decoder ops' row kernels (vector ones in a
+// GOEXPERIMENT=simd build on AVX-512) to their scalar loops: bit for bit for
+// the elementwise kernels, including the scalar tails of every length and
+// the tails of exp, and to 1e-12 relative for the float64 sums, whose order
+// differs. The backend suite checks the scalar loops against the float64
+// references.
+func TestDecoderKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	vec := func(n int, sd float32) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64()) * sd
+		}
+		return v
+	}
+	same := func(what string, n int, got, want []float32) {
+		t.Helper()
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s, n=%d: [%d] = %g, scalar loop gives %g", what, n, i, got[i], want[i])
+			}
+		}
+	}
+	near := func(what string, n int, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-12*math.Abs(want) {
+			t.Fatalf("%s, n=%d: %.17g, scalar loop gives %.17g", what, n, got, want)
+		}
+	}
+	for _, n := range []int{0, 1, 5, 15, 16, 17, 31, 32, 33, 64, 100, 1027} {
+		x, w, d := vec(n, 1), vec(n, 1), vec(n, 1)
+		near("sumSquares", n, sumSquares(x), sumSquaresScalar(x))
+
+		o, want := vec(n, 1), vec(n, 1)
+		scaleMul(o, x, w, 0.37)
+		scaleMulScalar(want, x, w, 0.37)
+		same("scaleMul", n, o, want)
+
+		pw := vec(n, 1)
+		pwWant := slices.Clone(pw)
+		rmsNormBackwardRow(o, pw, x, d, w, 1.7)
+		rmsNormBackwardRowScalar(want, pwWant, x, d, w, 1.7)
+		// m, the row mean, is a float64 sum rounded to float32: vector and
+		// scalar may differ in its last bit, and o with it.
+		for i := range want {
+			if math.Abs(float64(o[i]-want[i])) > 1e-6*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("rmsNormBackwardRow, n=%d: dinp[%d] = %g, scalar loop gives %g", n, i, o[i], want[i])
+			}
+		}
+		same("rmsNormBackwardRow dweight", n, pw, pwWant)
+
+		// Gates over exp32's whole range and past its clamps.
+		g, u := vec(n, 30), vec(n, 1)
+		if n > 3 {
+			g[0], g[1], g[2] = -200, 200, float32(math.Inf(-1))
+		}
+		e := make([]float32, n)
+		siluMul(o, g, u, e)
+		siluMulScalar(want, g, u, e)
+		same("siluMul", n, o, want)
+		du, duWant := vec(n, 1), vec(n, 1)
+		siluMulBackward(o, du, d, g, u, e)
+		siluMulBackwardScalar(want, duWant, d, g, u, e)
+		same("siluMulBackward dgate", n, o, want)
+		same("siluMulBackward dup", n, du, duWant)
+
+		if n%2 == 0 {
+			h := n / 2
+			c, s := vec(h, 1), vec(h, 1)
+			rotateHalf(o, x, c, s)
+			rotateHalfScalar(want, x, c, s, 0)
+			same("rotateHalf", n, o, want)
+			in := slices.Clone(x)
+			rotateHalf(in, in, c, s)
+			same("rotateHalf in place", n, in, want)
+			unrotateHalf(o, x, c, s)
+			unrotateHalfScalar(want, x, c, s, 0)
+			same("unrotateHalf", n, o, want)
+			in = slices.Clone(x)
+			unrotateHalf(in, in, c, s)
+			same("unrotateHalf in place", n, in, want)
+		}
+	}
+}
+
+// TestDecoderBF16Views holds vload and vstore, the decoder ops' BF16
+// conversions, to fview's load and store bit for bit on random bit patterns
+// (NaNs with payloads, infinities, subnormals, rounding ties among them) at
+// lengths that leave every tail.
+func TestDecoderBF16Views(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, n := range []int{0, 1, 15, 16, 17, 40, 1000} {
+		f := make([]float32, n)
+		for i := range f {
+			f[i] = math.Float32frombits(rng.Uint32())
+		}
+		for i := 0; i+4 <= n; i += 7 { // exact ties: the dropped half is 0x8000
+			f[i] = math.Float32frombits(rng.Uint32()&^0xffff | 0x8000)
+		}
+		got, want := fview{dt: backend.BF16, u16: make([]uint16, n)}, fview{dt: backend.BF16, u16: make([]uint16, n)}
+		got.vstore(0, f)
+		want.store(0, f)
+		if !slices.Equal(got.u16, want.u16) {
+			for i := range f {
+				if got.u16[i] != want.u16[i] {
+					t.Fatalf("vstore, n=%d: %#08x → %#04x, store gives %#04x", n, math.Float32bits(f[i]), got.u16[i], want.u16[i])
+				}
+			}
+		}
+		wide, wideWant := got.vload(0, n, make([]float32, n)), got.load(0, n, make([]float32, n))
+		for i := range wide {
+			if math.Float32bits(wide[i]) != math.Float32bits(wideWant[i]) {
+				t.Fatalf("vload, n=%d: %#04x → %#08x, load gives %#08x", n, got.u16[i], math.Float32bits(wide[i]), math.Float32bits(wideWant[i]))
+			}
+		}
+		x, y := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i], y[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		o, oWant := make([]float32, n), make([]float32, n)
+		addRow(o, x, y)
+		addRowScalar(oWant, x, y)
+		if !slices.Equal(o, oWant) {
+			t.Fatalf("addRow, n=%d: differs from the scalar loop", n)
+		}
+	}
+}
+
+// FuzzDecoderKernels feeds arbitrary float32 bit patterns (as gates, ups,
+// gradients, rows and angles) to the elementwise decoder kernels and
+// requires the vector and scalar loops to agree bit for bit, any NaN
+// matching any NaN (x86 keeps the payload of whichever operand comes first,
+// which the two loops need not order alike).
+func FuzzDecoderKernels(f *testing.F) {
+	seed := func(vals ...float32) []byte {
+		b := make([]byte, 4*len(vals))
+		for i, v := range vals {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+		return b
+	}
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	f.Add(seed(1, -2, 3, 0.5, 100, -100, 88.5, -88.5, 1e-30, -1e-45, inf, -inf, nan, 0, 65504, 3.4e38,
+		1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+		-1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11, -12, -13, -14, -15, -16))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		v := make([]float32, len(raw)/4)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		n := len(v) / 4 // four operands of n
+		a, b, c, d := v[:n], v[n:2*n], v[2*n:3*n], v[3*n:4*n]
+		same := func(what string, got, want []float32) {
+			for i := range want {
+				gn, wn := got[i] != got[i], want[i] != want[i]
+				if gn != wn || !gn && math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s [%d]: vector %g (%#08x), scalar %g (%#08x)", what, i,
+						got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+				}
+			}
+		}
+		o, want, e := make([]float32, n), make([]float32, n), make([]float32, n)
+		o2, want2 := make([]float32, n), make([]float32, n)
+		siluMul(o, a, b, e)
+		siluMulScalar(want, a, b, e)
+		same("siluMul", o, want)
+		siluMulBackward(o, o2, c, a, b, e)
+		siluMulBackwardScalar(want, want2, c, a, b, e)
+		same("siluMulBackward dgate", o, want)
+		same("siluMulBackward dup", o2, want2)
+		s := float32(1.5)
+		if n > 0 {
+			s = d[0]
+		}
+		scaleMul(o, a, b, s)
+		scaleMulScalar(want, a, b, s)
+		same("scaleMul", o, want)
+		addRow(o, a, b)
+		addRowScalar(want, a, b)
+		same("addRow", o, want)
+		h := n / 2
+		rotateHalf(o[:2*h], a[:2*h], c[:h], d[:h])
+		rotateHalfScalar(want[:2*h], a[:2*h], c[:h], d[:h], 0)
+		same("rotateHalf", o[:2*h], want[:2*h])
+		unrotateHalf(o[:2*h], a[:2*h], c[:h], d[:h])
+		unrotateHalfScalar(want[:2*h], a[:2*h], c[:h], d[:h], 0)
+		same("unrotateHalf", o[:2*h], want[:2*h])
+		bf, bfWant := fview{dt: backend.BF16, u16: make([]uint16, n)}, fview{dt: backend.BF16, u16: make([]uint16, n)}
+		bf.vstore(0, a)
+		bfWant.store(0, a)
+		if !slices.Equal(bf.u16, bfWant.u16) {
+			t.Fatalf("vstore differs from store on %v", a)
+		}
+	})
+}
