@@ -10,41 +10,14 @@ import (
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/comm/commtest"
 )
 
 // secretStores joins two ranks to a store with a job secret.
 func secretStores(t *testing.T) []comm.Store {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	stores := make([]comm.Store, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		ro := comm.RendezvousOptions{Rank: r, Size: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second,
-			Secret: []byte("peer-mesh-test-secret-0123456789abcdef"), JobID: "job-A"}
-		if r == 0 {
-			ro.Listener = ln
-		}
-		wg.Go(func() { stores[r], errs[r] = comm.Rendezvous(context.Background(), ro) })
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for r := 1; r >= 0; r-- {
-			if stores[r] != nil {
-				stores[r].Close()
-			}
-		}
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	return stores
+	return commtest.Stores(t, 2, comm.RendezvousOptions{Timeout: 10 * time.Second,
+		Secret: []byte("peer-mesh-test-secret-0123456789abcdef"), JobID: "job-A"})
 }
 
 // TestPeerHelloRejectsListenerWithoutSecret: rank 1 dials the address
@@ -137,13 +110,8 @@ func TestPeerHelloRefusesDialerWithoutSecret(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	defer closeWorld([]*rankEnv{{c: comms[0]}, {c: comms[1]}})
-	ok := onEveryRank([]*rankEnv{{c: comms[0]}, {c: comms[1]}}, func(r int, e *rankEnv) error { return e.c.Barrier(ctx) })
-	for r, err := range ok {
-		if err != nil {
-			t.Fatalf("barrier on rank %d: %v", r, err)
-		}
-	}
+	defer closeAll(comms...)
+	commtest.MustOnEveryRank(t, 2, func(r int) error { return comms[r].Barrier(ctx) })
 }
 
 // TestPeerListenerNotBlockedByIdleConnections: connections that never say
@@ -180,20 +148,15 @@ func TestPeerListenerNotBlockedByIdleConnections(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	defer closeWorld([]*rankEnv{{c: comms[0]}, {c: comms[1]}})
+	defer closeAll(comms...)
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("rank 1 needed %v to connect past the idle connections", took)
 	}
 	buf := allocWith(t, comms[0].be, backend.F32, []float32{1, 2})
 	buf1 := allocWith(t, comms[1].be, backend.F32, []float32{3, 4})
-	errs = onEveryRank([]*rankEnv{{c: comms[0]}, {c: comms[1]}}, func(r int, e *rankEnv) error {
-		return e.c.AllReduce(ctx, []backend.Buffer{buf, buf1}[r], comm.Sum)
+	commtest.MustOnEveryRank(t, 2, func(r int) error {
+		return comms[r].AllReduce(ctx, []backend.Buffer{buf, buf1}[r], comm.Sum)
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("all-reduce on rank %d: %v", r, err)
-		}
-	}
 	if got := readAll(t, comms[1].be, buf1); got[0] != 4 || got[1] != 6 {
 		t.Fatalf("all-reduce = %v", got)
 	}
