@@ -51,12 +51,20 @@ func roundBits(v float64, p, emin int, maxFinite float64) float64 {
 	return r
 }
 
-// exactInputs returns n values of dt: k/64 with |k| ≤ 128 for the float
-// dtypes, exact in each of them, whose sums over a few ranks are exact in
-// fp32 but need up to 11 significant bits, more than bf16 holds, so a 16-bit
-// result must round; integers for I32 (±1000) and U16 (0 to 1000, so sums
-// do not wrap).
+// exactInputs returns n values of dt: k/64 for the float dtypes, with |k|
+// as large as dt holds exactly (255 for bf16, 2047 for fp16, 4095 for
+// fp32), so the sum of even two ranks' values needs one bit more than a
+// 16-bit dtype has and the result's rounding is tested, while every
+// partial sum stays exact in fp32; integers for I32 (±1000) and U16 (0 to
+// 1000, so sums do not wrap).
 func exactInputs(rng *rand.Rand, dt backend.DType, n int) []float64 {
+	kmax := 4095
+	switch dt {
+	case backend.BF16:
+		kmax = 255
+	case backend.F16:
+		kmax = 2047
+	}
 	v := make([]float64, n)
 	for i := range v {
 		switch dt {
@@ -65,7 +73,7 @@ func exactInputs(rng *rand.Rand, dt backend.DType, n int) []float64 {
 		case backend.U16:
 			v[i] = float64(rng.IntN(1001))
 		default:
-			v[i] = float64(rng.IntN(257)-128) / 64
+			v[i] = float64(rng.IntN(2*kmax+1)-kmax) / 64
 		}
 	}
 	return v

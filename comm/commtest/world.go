@@ -78,8 +78,8 @@ func Stores(tb testing.TB, size int, o comm.RendezvousOptions) []comm.Store {
 // NewWorld starts size ranks in this process: a loopback rendezvous
 // (Stores), then newRank for every rank concurrently, as separate processes
 // would. When the test ends it closes every Comm concurrently (a Comm's
-// Close may wait for its peers' farewells), then the stores. Any rank's
-// setup error fails the test.
+// Close may wait for its peers' farewells), then the stores; a Close error
+// fails the test. Any rank's setup error fails the test.
 func NewWorld(tb testing.TB, size int, newRank NewRankFunc) []Rank {
 	tb.Helper()
 	stores := Stores(tb, size, comm.RendezvousOptions{})
@@ -95,22 +95,25 @@ func NewWorld(tb testing.TB, size int, newRank NewRankFunc) []Rank {
 		ranks[r].Comm = c
 		return nil
 	})
-	tb.Cleanup(func() { closeComms(ranks) })
+	tb.Cleanup(func() {
+		if err := FirstErr(closeComms(ranks)); err != nil {
+			tb.Errorf("commtest: close the world: %v", err)
+		}
+	})
 	if err := FirstErr(errs); err != nil {
 		tb.Fatalf("commtest: start a world of %d ranks: %v", size, err)
 	}
 	return ranks
 }
 
-// closeComms closes every rank's Comm at once.
-func closeComms(ranks []Rank) {
-	var wg sync.WaitGroup
-	for _, rk := range ranks {
-		if rk.Comm != nil {
-			wg.Go(func() { rk.Comm.Close() })
+// closeComms closes every rank's Comm at once and returns their errors.
+func closeComms(ranks []Rank) []error {
+	return OnEveryRank(len(ranks), func(r int) error {
+		if ranks[r].Comm == nil {
+			return nil
 		}
-	}
-	wg.Wait()
+		return ranks[r].Comm.Close()
+	})
 }
 
 // OnEveryRank runs f for ranks 0..size-1 concurrently and returns their
