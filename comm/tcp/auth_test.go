@@ -20,6 +20,39 @@ func secretStores(t *testing.T) []comm.Store {
 		Secret: []byte("peer-mesh-test-secret-0123456789abcdef"), JobID: "job-A"})
 }
 
+// startRankZero starts rank 0 of a two-rank world with a job secret in the
+// background and returns the address it takes peers on, as published for
+// rank 1, and join, which starts rank 1 and returns both Comms once both
+// are up (closed when the test ends).
+func startRankZero(t *testing.T, timeout time.Duration) (addr string, join func() []*Comm) {
+	t.Helper()
+	stores := secretStores(t)
+	comms := make([]*Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	newRank := func(r int) {
+		wg.Go(func() {
+			comms[r], errs[r] = New(context.Background(), stores[r], newWorldBackend(), Options{Rank: r, Size: 2, Timeout: timeout})
+		})
+	}
+	newRank(0)
+	t.Cleanup(wg.Wait) // rank 0 gives up by its timeout if rank 1 never comes
+	published, err := stores[1].Get(context.Background(), "gotrain/tcp/world/addr/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(published), func() []*Comm {
+		t.Helper()
+		newRank(1)
+		wg.Wait()
+		t.Cleanup(func() { closeAll(comms...) })
+		if err := commtest.FirstErr(errs); err != nil {
+			t.Fatal(err)
+		}
+		return comms
+	}
+}
+
 // TestPeerHelloRejectsListenerWithoutSecret: rank 1 dials the address
 // published for rank 0 and finds a listener that answers every hello as
 // rank 0 of "world" but does not know the job secret. Rank 1 used to accept
@@ -74,19 +107,8 @@ func TestPeerHelloRejectsListenerWithoutSecret(t *testing.T) {
 // refused within one round trip and told why; the real rank 1 then joins.
 // Rank 0 used to take the impostor as rank 1 and refuse the real one.
 func TestPeerHelloRefusesDialerWithoutSecret(t *testing.T) {
-	stores := secretStores(t)
-	ctx := context.Background()
-	comms := make([]*Comm, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		comms[0], errs[0] = New(ctx, stores[0], newWorldBackend(), Options{Rank: 0, Size: 2, Timeout: 10 * time.Second})
-	})
-	addr, err := stores[1].Get(ctx, "gotrain/tcp/world/addr/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := net.Dial("tcp", string(addr))
+	addr, join := startRankZero(t, 10*time.Second)
+	fake, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,17 +123,8 @@ func TestPeerHelloRefusesDialerWithoutSecret(t *testing.T) {
 		t.Fatalf("the refusal took %v", took)
 	}
 
-	wg.Go(func() {
-		comms[1], errs[1] = New(ctx, stores[1], newWorldBackend(), Options{Rank: 1, Size: 2, Timeout: 10 * time.Second})
-	})
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	defer closeAll(comms...)
-	commtest.MustOnEveryRank(t, 2, func(r int) error { return comms[r].Barrier(ctx) })
+	comms := join()
+	commtest.MustOnEveryRank(t, 2, func(r int) error { return comms[r].Barrier(context.Background()) })
 }
 
 // TestPeerListenerNotBlockedByIdleConnections: connections that never say
@@ -119,43 +132,23 @@ func TestPeerHelloRefusesDialerWithoutSecret(t *testing.T) {
 // to ten seconds, so a few dozen of them kept the real peers out past the
 // timeout.
 func TestPeerListenerNotBlockedByIdleConnections(t *testing.T) {
-	stores := secretStores(t)
-	ctx := context.Background()
-	comms := make([]*Comm, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		comms[0], errs[0] = New(ctx, stores[0], newWorldBackend(), Options{Rank: 0, Size: 2, Timeout: 5 * time.Second})
-	})
-	addr, err := stores[1].Get(ctx, "gotrain/tcp/world/addr/0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr, join := startRankZero(t, 5*time.Second)
 	for range 2 * maxPendingPeers {
-		c, err := net.Dial("tcp", string(addr))
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 	}
 	start := time.Now()
-	wg.Go(func() {
-		comms[1], errs[1] = New(ctx, stores[1], newWorldBackend(), Options{Rank: 1, Size: 2, Timeout: 5 * time.Second})
-	})
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	defer closeAll(comms...)
+	comms := join()
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("rank 1 needed %v to connect past the idle connections", took)
 	}
 	buf := allocWith(t, comms[0].be, backend.F32, []float32{1, 2})
 	buf1 := allocWith(t, comms[1].be, backend.F32, []float32{3, 4})
 	commtest.MustOnEveryRank(t, 2, func(r int) error {
-		return comms[r].AllReduce(ctx, []backend.Buffer{buf, buf1}[r], comm.Sum)
+		return comms[r].AllReduce(context.Background(), []backend.Buffer{buf, buf1}[r], comm.Sum)
 	})
 	if got := readAll(t, comms[1].be, buf1); got[0] != 4 || got[1] != 6 {
 		t.Fatalf("all-reduce = %v", got)
