@@ -14,11 +14,13 @@ import (
 	"github.com/gotrain/gotrain/comm"
 )
 
-// dtypes and ops are every dtype a Buffer can have and every reduction.
-var (
-	dtypes = []backend.DType{backend.F32, backend.BF16, backend.F16, backend.I32, backend.U16}
-	ops    = []comm.Op{comm.Sum, comm.Avg, comm.Max}
-)
+// dtypes lists every dtype a Buffer can have.
+func dtypes() []backend.DType {
+	return []backend.DType{backend.F32, backend.BF16, backend.F16, backend.I32, backend.U16}
+}
+
+// ops lists every reduction.
+func ops() []comm.Op { return []comm.Op{comm.Sum, comm.Avg, comm.Max} }
 
 // testCollectives checks every collective, dtype and op on every world
 // size against float64 references, on guarded views, with lengths that do
@@ -28,10 +30,10 @@ func (s *suite) testCollectives(t *testing.T) {
 		t.Run(fmt.Sprintf("ranks=%d", size), func(t *testing.T) {
 			w0 := s.world(t, size, callTimeout)
 			rng := rand.New(rand.NewPCG(uint64(size), 0x636f6d6d))
-			for _, dt := range dtypes {
+			for _, dt := range dtypes() {
 				t.Run(dt.String(), func(t *testing.T) {
 					w := w0.on(t)
-					for _, op := range ops {
+					for _, op := range ops() {
 						if s.o.Refuses(dt, op) {
 							w.refused(rng, dt, op)
 							continue
