@@ -84,21 +84,13 @@ func (s *suite) testBarrier(t *testing.T) {
 	})
 }
 
-// statsSize is a world with peers where there is one, so bytes cross a wire.
-func (s *suite) statsSize() int {
-	if n := s.o.failSize(); n > 0 {
-		return n
-	}
-	return s.o.minSize()
-}
-
 // testStats checks that every successful call counts once under its kind
 // with DeepSpeed's byte convention (the buffer for all-reduce and
 // broadcast, the Size·n side of the sharded ops, 0 for a barrier, 0 for an
 // empty message) and some time; or, under Options.NoStats, that nothing is
 // counted.
 func (s *suite) testStats(t *testing.T) {
-	size := s.statsSize()
+	size := s.o.peersSize()
 	w := s.world(t, size, callTimeout)
 	const n = 10
 	type bufs struct{ f, empty, part, whole buf }

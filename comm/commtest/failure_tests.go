@@ -80,9 +80,10 @@ func wantAborted(t *testing.T, what string, err error, rank int, op comm.Kind) *
 	return ab
 }
 
-// wantTimeout returns err as a *comm.TimeoutError of op whose call took
-// took with the limit limit, naming peers (only some of them, for a call
-// that waits on its ring neighbour alone, unless all), or fails the test.
+// wantTimeout returns err as a *comm.TimeoutError of op, from a call that
+// took took under the limit limit, or fails the test. Its Peers must be
+// missing ranks, in order, and all of them when all is set; a ring
+// collective waits on its neighbour alone and may name only that one.
 func (w *world) wantTimeout(what string, err error, op comm.Kind, limit, took time.Duration, missing []int, all bool) *comm.TimeoutError {
 	t := w.t
 	t.Helper()
@@ -117,8 +118,8 @@ func (w *world) wantTimeout(what string, err error, op comm.Kind, limit, took ti
 
 // testTimeout checks that a call no peer joins ends at its context's
 // deadline, or at the Comm's own timeout, with a *comm.TimeoutError naming
-// the ranks it waited for; that the Comm is then unusable here; and that
-// every peer learns why on its next call.
+// the ranks it waited for; that the Comm is then unusable here, with the
+// timeout as the cause; and that every peer learns it (see peersLearn).
 func (s *suite) testTimeout(t *testing.T) {
 	size := s.needFailWorld(t)
 	t.Run("deadline", func(t *testing.T) {
@@ -184,7 +185,7 @@ func (s *suite) testCancel(t *testing.T) {
 // reason; and that Abort(nil) aborts too.
 func (s *suite) testAbort(t *testing.T) {
 	t.Run("nil reason", func(t *testing.T) {
-		size := s.o.minSize()
+		size := s.o.peersSize()
 		w := s.world(t, size, callTimeout)
 		w.comm(0).Abort(nil)
 		errs := OnEveryRank(size, func(r int) error { return w.comm(r).Barrier(context.Background()) })

@@ -142,6 +142,15 @@ func (o Options) failSize() int {
 	return best
 }
 
+// peersSize is failSize where Sizes has a world with peers, so that bytes
+// and news cross a wire, else the smallest size.
+func (o Options) peersSize() int {
+	if n := o.failSize(); n > 0 {
+		return n
+	}
+	return o.minSize()
+}
+
 // maxSize is the largest world size in Sizes.
 func (o Options) maxSize() int { return slices.Max(o.Sizes) }
 
