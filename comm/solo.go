@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/gotrain/gotrain/backend"
@@ -77,8 +78,12 @@ func (s *Solo) Broadcast(ctx context.Context, buf backend.Buffer, root int) erro
 // Barrier returns at once.
 func (s *Solo) Barrier(ctx context.Context) error { return s.check(ctx, KindBarrier) }
 
-// Abort makes every later call fail with reason.
+// Abort makes every later call fail with reason ("aborted" when nil: a nil
+// reason must abort too, as on every other Comm).
 func (s *Solo) Abort(reason error) {
+	if reason == nil {
+		reason = errors.New("aborted")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.aborted == nil {

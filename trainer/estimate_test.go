@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/gotrain/gotrain/backend/cpu"
 	"github.com/gotrain/gotrain/blas"
 	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/comm/commtest"
 	"github.com/gotrain/gotrain/comm/tcp"
 	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/data"
@@ -187,56 +187,19 @@ func measure(t *testing.T, cfg *config.Config, world int, shard string) ([]measu
 }
 
 // loopbackWorld connects one Comm per backend over loopback TCP, as
-// separate processes would; world 1 runs without one (comm.Solo).
+// separate processes would; world 1 runs without one (comm.Solo). A setup
+// error fails t.
 func loopbackWorld(t *testing.T, bes []backend.Backend) ([]comm.Comm, error) {
-	size := len(bes)
-	comms := make([]comm.Comm, size)
-	if size == 1 {
+	comms := make([]comm.Comm, len(bes))
+	if len(bes) == 1 {
 		return comms, nil
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	stores := make([]comm.Store, size)
-	errs := make([]error, size)
-	var wg sync.WaitGroup
-	for r := range size {
-		wg.Go(func() {
-			ctx := context.Background()
-			ro := comm.RendezvousOptions{Rank: r, Size: size, Addr: "127.0.0.1", Port: port, Timeout: 20 * time.Second}
-			if r == 0 {
-				ro.Listener = ln
-			}
-			st, err := comm.Rendezvous(ctx, ro)
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			stores[r] = st
-			comms[r], errs[r] = tcp.New(ctx, st, bes[r], tcp.Options{Rank: r, Size: size, Timeout: 20 * time.Second})
-		})
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		var wg sync.WaitGroup
-		for _, c := range comms {
-			if c != nil {
-				wg.Go(func() { c.Close() })
-			}
-		}
-		wg.Wait()
-		for r := size - 1; r >= 0; r-- { // rank 0 serves the store: close it last
-			if stores[r] != nil {
-				stores[r].Close()
-			}
-		}
+	ranks := commtest.NewWorld(t, len(bes), func(ctx context.Context, st comm.Store, r, size int) (comm.Comm, backend.Backend, error) {
+		c, err := tcp.New(ctx, st, bes[r], tcp.Options{Rank: r, Size: size, Timeout: 20 * time.Second})
+		return c, bes[r], err
 	})
-	for r, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("rank %d: %w", r, err)
-		}
+	for r, rk := range ranks {
+		comms[r] = rk.Comm
 	}
 	return comms, nil
 }

@@ -3,10 +3,8 @@ package zero_test
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/gotrain/gotrain/backend/cpu"
 	"github.com/gotrain/gotrain/blas"
 	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/comm/commtest"
 	"github.com/gotrain/gotrain/comm/tcp"
 	"github.com/gotrain/gotrain/model"
 	"github.com/gotrain/gotrain/optim"
@@ -23,88 +22,32 @@ import (
 
 var _ model.ParamStore = (*zero.Engine)(nil)
 
-// rankEnv is one in-process rank: its own CPU backend (wrapped to track
-// per-category peaks), store client and TCP Comm over loopback, exactly as
-// separate processes connect.
+// rankEnv is one in-process rank of a commtest world: its own CPU backend
+// (wrapped to track per-category peaks) and TCP Comm over loopback,
+// exactly as separate processes connect.
 type rankEnv struct {
-	be    *trackedBackend
-	store comm.Store
-	c     comm.Comm
+	be *trackedBackend
+	c  comm.Comm
 }
 
 // newWorld starts size ranks and closes them when the test ends.
 func newWorld(tb testing.TB, size int) []*rankEnv {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	envs := make([]*rankEnv, size)
-	errs := onEveryRank(size, func(r int) error {
-		ctx := context.Background()
-		ro := comm.RendezvousOptions{Rank: r, Size: size, Addr: "127.0.0.1", Port: port, Timeout: 20 * time.Second}
-		if r == 0 {
-			ro.Listener = ln
-		}
-		st, err := comm.Rendezvous(ctx, ro)
-		if err != nil {
-			return err
-		}
+	ranks := commtest.NewWorld(tb, size, func(ctx context.Context, st comm.Store, r, size int) (comm.Comm, backend.Backend, error) {
 		be := newTracked(cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1}))
 		c, err := tcp.New(ctx, st, be, tcp.Options{Rank: r, Size: size, Timeout: 20 * time.Second})
-		envs[r] = &rankEnv{be: be, store: st}
-		if c != nil {
-			envs[r].c = c
-		}
-		return err
+		return c, be, err
 	})
-	tb.Cleanup(func() { closeWorld(envs) })
-	for r, err := range errs {
-		if err != nil {
-			tb.Fatalf("rank %d: %v", r, err)
-		}
+	envs := make([]*rankEnv, size)
+	for r, rk := range ranks {
+		envs[r] = &rankEnv{be: rk.Backend.(*trackedBackend), c: rk.Comm}
 	}
 	return envs
 }
 
-// closeWorld closes every Comm concurrently, then the stores, rank 0's last
-// since it serves them.
-func closeWorld(envs []*rankEnv) {
-	var wg sync.WaitGroup
-	for _, e := range envs {
-		if e != nil && e.c != nil {
-			wg.Go(func() { e.c.Close() })
-		}
-	}
-	wg.Wait()
-	for r := len(envs) - 1; r >= 0; r-- {
-		if envs[r] != nil && envs[r].store != nil {
-			envs[r].store.Close()
-		}
-	}
-}
+func onEveryRank(size int, f func(r int) error) []error { return commtest.OnEveryRank(size, f) }
 
-// onEveryRank runs f for ranks 0..size-1 concurrently and returns the
-// errors by rank.
-func onEveryRank(size int, f func(r int) error) []error {
-	errs := make([]error, size)
-	var wg sync.WaitGroup
-	for r := range size {
-		wg.Go(func() { errs[r] = f(r) })
-	}
-	wg.Wait()
-	return errs
-}
-
-func firstErr(errs []error) error {
-	for r, err := range errs {
-		if err != nil {
-			return fmt.Errorf("rank %d: %w", r, err)
-		}
-	}
-	return nil
-}
+func firstErr(errs []error) error { return commtest.FirstErr(errs) }
 
 // trackedBackend records the current and peak bytes of every (pool,
 // category), which backend.MemoryStats keeps per pool only.

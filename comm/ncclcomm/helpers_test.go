@@ -2,16 +2,14 @@ package ncclcomm
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
-	"net"
+	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/comm/commtest"
 	"github.com/gotrain/gotrain/cuda"
 	"github.com/gotrain/gotrain/cuda/cudatest"
 	"github.com/gotrain/gotrain/nccl"
@@ -64,289 +62,86 @@ func newWorld(t *testing.T, defines ...string) *world {
 	return w
 }
 
-// stores joins n ranks to a rendezvous store served on loopback.
-func stores(t *testing.T, n int) []comm.Store {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	sts := make([]comm.Store, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		o := comm.RendezvousOptions{Rank: r, Size: n, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second}
-		if r == 0 {
-			o.Listener = ln
-		}
-		wg.Go(func() { sts[r], errs[r] = comm.Rendezvous(context.Background(), o) })
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for r := n - 1; r >= 0; r-- { // rank 0 serves the others: close it last
-			if sts[r] != nil {
-				sts[r].Close()
-			}
-		}
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rendezvous rank %d: %v", r, err)
-		}
-	}
-	return sts
-}
-
-// options are rank r's Options on the world's devices and sts.
-func (w *world) options(sts []comm.Store, r int) Options {
-	return Options{Rank: r, Size: len(sts), Store: sts[r], Device: w.devs[r], Lib: w.lib,
+// options are rank r's Options on the world's devices and store st.
+func (w *world) options(st comm.Store, r int) Options {
+	return Options{Rank: r, Size: st.Size(), Store: st, Device: w.devs[r], Lib: w.lib,
 		Timeout: 20 * time.Second, ComputeStream: w.computes[r]}
 }
 
-// comms makes the Comms of ranks 0..len(sts)-1 concurrently (New waits for
-// every rank), closed at the end of the test. mod, when not nil, adjusts
-// each rank's Options.
-func (w *world) comms(t *testing.T, sts []comm.Store, mod func(*Options)) []*Comm {
+// ranks starts size ranks on the world's first devices, each with its own
+// loopback store client and its GPU's memory as Backend, and closes them
+// when the test ends. mod, when not nil, adjusts each rank's Options.
+func (w *world) ranks(t *testing.T, size int, mod func(*Options)) []commtest.Rank {
 	t.Helper()
-	n := len(sts)
-	cs := make([]*Comm, n)
-	errs := each(n, func(r int) error {
-		o := w.options(sts, r)
+	return commtest.NewWorld(t, size, func(ctx context.Context, st comm.Store, r, size int) (comm.Comm, backend.Backend, error) {
+		o := w.options(st, r)
 		if mod != nil {
 			mod(&o)
 		}
-		var err error
-		cs[r], err = New(context.Background(), o)
-		return err
+		c, err := New(ctx, o)
+		return c, &deviceMemory{tb: t, dev: w.devs[r]}, err
 	})
-	t.Cleanup(func() {
-		for r, c := range cs {
-			if c != nil {
-				if err := c.Close(); err != nil {
-					t.Errorf("close rank %d: %v", r, err)
-				}
-			}
-		}
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("New rank %d: %v", r, err)
-		}
+}
+
+// deviceMemory is a rank's Backend in these tests: Device-pool Buffers in
+// its mock GPU's memory, moved with the driver's copies, which is all a
+// Comm and its tests use. It runs no ops: the embedded Backend is nil, so
+// calling one panics.
+type deviceMemory struct {
+	backend.Backend
+	tb  testing.TB
+	dev *cuda.Device
+}
+
+func (m *deviceMemory) Name() string { return "mock GPU memory" }
+
+func (m *deviceMemory) Alloc(pool backend.Pool, cat backend.Category, dt backend.DType, n int) (backend.Buffer, error) {
+	if pool != backend.Device {
+		return backend.Buffer{}, fmt.Errorf("the mock GPU's memory has no %s pool", pool)
 	}
-	return cs
-}
-
-// each runs fn for ranks 0..n-1 concurrently and returns their errors.
-func each(n int, fn func(r int) error) []error {
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Go(func() { errs[r] = fn(r) })
-	}
-	wg.Wait()
-	return errs
-}
-
-// mustEach is each, failing the test on any rank's error.
-func mustEach(t *testing.T, n int, fn func(r int) error) {
-	t.Helper()
-	for r, err := range each(n, fn) {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-}
-
-// tbuf is a test's device Buffer: a view pad elements into its
-// allocation, whose address the test computes itself. The pad holds
-// padByte, which no collective may touch.
-type tbuf struct {
-	backend.Buffer
-	base, ptr cuda.DevicePtr
-	pad       int
-}
-
-const padByte = 0xa5
-
-// deviceBuffer allocates pad+n elements of dt on dev, fills them with
-// padByte and returns the view of the last n as a Buffer of the Device
-// pool, freed at the end of the test.
-func deviceBuffer(t *testing.T, dev *cuda.Device, dt backend.DType, n, pad int) tbuf {
-	t.Helper()
-	bytes := max((n+pad)*dt.Size(), 1)
-	p, err := dev.Alloc(bytes)
+	bytes := max(n*dt.Size(), 1)
+	p, err := m.dev.Alloc(bytes)
 	if err != nil {
-		t.Fatal(err)
+		return backend.Buffer{}, err
 	}
-	t.Cleanup(func() {
-		if err := dev.Free(p); err != nil {
-			t.Errorf("free: %v", err)
-		}
-	})
-	if err := dev.MemsetD8(p, padByte, bytes); err != nil {
-		t.Fatal(err)
+	if err := m.dev.MemsetD8(p, 0, bytes); err != nil {
+		return backend.Buffer{}, err
 	}
-	mem := &backend.Memory{Dev: uintptr(p), Pool: backend.Device, Cat: backend.Comm, Bytes: bytes}
-	return tbuf{
-		Buffer: backend.NewBuffer(mem, dt, n+pad).Slice(pad, n),
-		base:   p,
-		ptr:    p + cuda.DevicePtr(pad*dt.Size()),
-		pad:    pad,
-	}
+	return backend.NewBuffer(&backend.Memory{Dev: uintptr(p), Pool: pool, Cat: cat, Bytes: bytes}, dt, n), nil
 }
 
-// padIntact fails the test if b's pad changed.
-func padIntact(t *testing.T, dev *cuda.Device, b tbuf) {
-	t.Helper()
-	raw := make([]byte, b.pad*b.DType().Size())
-	if len(raw) == 0 {
-		return
+func (m *deviceMemory) Free(b backend.Buffer) {
+	if err := m.dev.Free(cuda.DevicePtr(b.Mem().Dev)); err != nil {
+		m.tb.Errorf("free %s: %v", b, err)
 	}
-	if err := dev.CopyDtoH(raw, b.base); err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range raw {
-		if v != padByte {
-			t.Fatalf("byte %d before the view changed to %#x", i, v)
-		}
-	}
+	b.Mem().Freed = true
 }
 
-// put writes vals (representable in b's dtype) into b.
-func put(t *testing.T, dev *cuda.Device, b tbuf, vals []float64) {
+func (m *deviceMemory) Upload(dst backend.Buffer, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return m.dev.CopyHtoD(cuda.DevicePtr(dst.Mem().Dev).Add(dst.ByteOff()), src)
+}
+
+func (m *deviceMemory) Download(dst []byte, src backend.Buffer) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return m.dev.CopyDtoH(dst, cuda.DevicePtr(src.Mem().Dev).Add(src.ByteOff()))
+}
+
+// f32s allocates n zeroed fp32 elements on every rank.
+func f32s(t *testing.T, ranks []commtest.Rank, n int) []backend.Buffer {
 	t.Helper()
-	if len(vals) != b.Len() {
-		t.Fatalf("put: %d values for %d elements", len(vals), b.Len())
-	}
-	raw := make([]byte, b.Bytes())
-	le := binary.LittleEndian
-	for i, v := range vals {
-		switch b.DType() {
-		case backend.F32:
-			le.PutUint32(raw[4*i:], math.Float32bits(float32(v)))
-		case backend.BF16:
-			le.PutUint16(raw[2*i:], uint16(math.Float32bits(float32(v))>>16))
-		case backend.F16:
-			le.PutUint16(raw[2*i:], f16Bits(t, v))
-		case backend.I32:
-			le.PutUint32(raw[4*i:], uint32(int32(v)))
-		case backend.U16:
-			le.PutUint16(raw[2*i:], uint16(v))
-		}
-	}
-	if len(raw) > 0 {
-		if err := dev.CopyHtoD(b.ptr, raw); err != nil {
+	bs := make([]backend.Buffer, len(ranks))
+	for r, rk := range ranks {
+		b, err := rk.Backend.Alloc(backend.Device, backend.Comm, backend.F32, n)
+		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { rk.Backend.Free(b) })
+		bs[r] = b
 	}
-}
-
-// get reads b back as float64, and its raw bytes.
-func get(t *testing.T, dev *cuda.Device, b tbuf) ([]float64, []byte) {
-	t.Helper()
-	raw := make([]byte, b.Bytes())
-	if len(raw) > 0 {
-		if err := dev.CopyDtoH(raw, b.ptr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	le := binary.LittleEndian
-	out := make([]float64, b.Len())
-	for i := range out {
-		switch b.DType() {
-		case backend.F32:
-			out[i] = float64(math.Float32frombits(le.Uint32(raw[4*i:])))
-		case backend.BF16:
-			out[i] = float64(math.Float32frombits(uint32(le.Uint16(raw[2*i:])) << 16))
-		case backend.F16:
-			out[i] = f16Value(le.Uint16(raw[2*i:]))
-		case backend.I32:
-			out[i] = float64(int32(le.Uint32(raw[4*i:])))
-		case backend.U16:
-			out[i] = float64(le.Uint16(raw[2*i:]))
-		}
-	}
-	return out, raw
-}
-
-// f16Bits encodes v, which must be zero or a normal binary16 value with at
-// most 11 significant bits.
-func f16Bits(t *testing.T, v float64) uint16 {
-	var sign uint16
-	if math.Signbit(v) {
-		sign, v = 0x8000, -v
-	}
-	if v == 0 {
-		return sign
-	}
-	frac, exp := math.Frexp(v) // v = frac·2^exp, frac in [0.5, 1)
-	mant := frac * 2048        // 11 significant bits
-	if mant != math.Trunc(mant) || exp-1 < -14 || exp-1 > 15 {
-		t.Fatalf("%v is not a normal binary16 value", v)
-	}
-	return sign | uint16(exp-1+15)<<10 | uint16(mant)&0x3ff
-}
-
-// f16Value decodes a binary16 value.
-func f16Value(h uint16) float64 {
-	e, m := int(h>>10&31), float64(h&0x3ff)
-	var v float64
-	switch e {
-	case 0:
-		v = math.Ldexp(m, -24)
-	case 31:
-		v = math.Inf(1)
-		if m != 0 {
-			v = math.NaN()
-		}
-	default:
-		v = math.Ldexp(1024+m, e-25)
-	}
-	if h&0x8000 != 0 {
-		v = -v
-	}
-	return v
-}
-
-// precision is the number of significant bits of a float dtype.
-func precision(dt backend.DType) int {
-	switch dt {
-	case backend.BF16:
-		return 8
-	case backend.F16:
-		return 11
-	}
-	return 24
-}
-
-// near reports whether got is ref rounded to dt: within one unit in the
-// last place of dt at ref's magnitude (NCCL may round more than once).
-func near(got, ref float64, dt backend.DType) bool {
-	if !dt.IsFloat() {
-		return got == ref
-	}
-	if ref == 0 {
-		return got == 0
-	}
-	_, e := math.Frexp(ref)
-	return math.Abs(got-ref) <= math.Ldexp(1, e-precision(dt))
-}
-
-// randomVals returns n values k/64 with k in [-128, 128]: exact in every
-// float dtype (integers for I32 and U16), so every rank's input is exact
-// and only the result rounds.
-func randomVals(r interface{ IntN(int) int }, n int, dt backend.DType) []float64 {
-	v := make([]float64, n)
-	for i := range v {
-		switch dt {
-		case backend.I32:
-			v[i] = float64(r.IntN(2001) - 1000)
-		case backend.U16:
-			v[i] = float64(r.IntN(65536))
-		default:
-			v[i] = float64(r.IntN(257)-128) / 64
-		}
-	}
-	return v
+	return bs
 }

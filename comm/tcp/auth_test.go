@@ -10,41 +10,47 @@ import (
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/comm/commtest"
 )
 
 // secretStores joins two ranks to a store with a job secret.
 func secretStores(t *testing.T) []comm.Store {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return commtest.Stores(t, 2, comm.RendezvousOptions{Timeout: 10 * time.Second,
+		Secret: []byte("peer-mesh-test-secret-0123456789abcdef"), JobID: "job-A"})
+}
+
+// startRankZero starts rank 0 of a two-rank world with a job secret in the
+// background and returns the address it takes peers on, as published for
+// rank 1, and join, which starts rank 1 and returns both Comms once both
+// are up (closed when the test ends).
+func startRankZero(t *testing.T, timeout time.Duration) (addr string, join func() []*Comm) {
+	t.Helper()
+	stores := secretStores(t)
+	comms := make([]*Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	newRank := func(r int) {
+		wg.Go(func() {
+			comms[r], errs[r] = New(context.Background(), stores[r], newWorldBackend(), Options{Rank: r, Size: 2, Timeout: timeout})
+		})
+	}
+	newRank(0)
+	t.Cleanup(wg.Wait) // rank 0 gives up by its timeout if rank 1 never comes
+	published, err := stores[1].Get(context.Background(), "gotrain/tcp/world/addr/0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	stores := make([]comm.Store, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		ro := comm.RendezvousOptions{Rank: r, Size: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second,
-			Secret: []byte("peer-mesh-test-secret-0123456789abcdef"), JobID: "job-A"}
-		if r == 0 {
-			ro.Listener = ln
+	return string(published), func() []*Comm {
+		t.Helper()
+		newRank(1)
+		wg.Wait()
+		t.Cleanup(func() { closeAll(comms...) })
+		if err := commtest.FirstErr(errs); err != nil {
+			t.Fatal(err)
 		}
-		wg.Go(func() { stores[r], errs[r] = comm.Rendezvous(context.Background(), ro) })
+		return comms
 	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for r := 1; r >= 0; r-- {
-			if stores[r] != nil {
-				stores[r].Close()
-			}
-		}
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	return stores
 }
 
 // TestPeerHelloRejectsListenerWithoutSecret: rank 1 dials the address
@@ -101,19 +107,8 @@ func TestPeerHelloRejectsListenerWithoutSecret(t *testing.T) {
 // refused within one round trip and told why; the real rank 1 then joins.
 // Rank 0 used to take the impostor as rank 1 and refuse the real one.
 func TestPeerHelloRefusesDialerWithoutSecret(t *testing.T) {
-	stores := secretStores(t)
-	ctx := context.Background()
-	comms := make([]*Comm, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		comms[0], errs[0] = New(ctx, stores[0], newWorldBackend(), Options{Rank: 0, Size: 2, Timeout: 10 * time.Second})
-	})
-	addr, err := stores[1].Get(ctx, "gotrain/tcp/world/addr/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := net.Dial("tcp", string(addr))
+	addr, join := startRankZero(t, 10*time.Second)
+	fake, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,22 +123,8 @@ func TestPeerHelloRefusesDialerWithoutSecret(t *testing.T) {
 		t.Fatalf("the refusal took %v", took)
 	}
 
-	wg.Go(func() {
-		comms[1], errs[1] = New(ctx, stores[1], newWorldBackend(), Options{Rank: 1, Size: 2, Timeout: 10 * time.Second})
-	})
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	defer closeWorld([]*rankEnv{{c: comms[0]}, {c: comms[1]}})
-	ok := onEveryRank([]*rankEnv{{c: comms[0]}, {c: comms[1]}}, func(r int, e *rankEnv) error { return e.c.Barrier(ctx) })
-	for r, err := range ok {
-		if err != nil {
-			t.Fatalf("barrier on rank %d: %v", r, err)
-		}
-	}
+	comms := join()
+	commtest.MustOnEveryRank(t, 2, func(r int) error { return comms[r].Barrier(context.Background()) })
 }
 
 // TestPeerListenerNotBlockedByIdleConnections: connections that never say
@@ -151,49 +132,24 @@ func TestPeerHelloRefusesDialerWithoutSecret(t *testing.T) {
 // to ten seconds, so a few dozen of them kept the real peers out past the
 // timeout.
 func TestPeerListenerNotBlockedByIdleConnections(t *testing.T) {
-	stores := secretStores(t)
-	ctx := context.Background()
-	comms := make([]*Comm, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		comms[0], errs[0] = New(ctx, stores[0], newWorldBackend(), Options{Rank: 0, Size: 2, Timeout: 5 * time.Second})
-	})
-	addr, err := stores[1].Get(ctx, "gotrain/tcp/world/addr/0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr, join := startRankZero(t, 5*time.Second)
 	for range 2 * maxPendingPeers {
-		c, err := net.Dial("tcp", string(addr))
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 	}
 	start := time.Now()
-	wg.Go(func() {
-		comms[1], errs[1] = New(ctx, stores[1], newWorldBackend(), Options{Rank: 1, Size: 2, Timeout: 5 * time.Second})
-	})
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	defer closeWorld([]*rankEnv{{c: comms[0]}, {c: comms[1]}})
+	comms := join()
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("rank 1 needed %v to connect past the idle connections", took)
 	}
 	buf := allocWith(t, comms[0].be, backend.F32, []float32{1, 2})
 	buf1 := allocWith(t, comms[1].be, backend.F32, []float32{3, 4})
-	errs = onEveryRank([]*rankEnv{{c: comms[0]}, {c: comms[1]}}, func(r int, e *rankEnv) error {
-		return e.c.AllReduce(ctx, []backend.Buffer{buf, buf1}[r], comm.Sum)
+	commtest.MustOnEveryRank(t, 2, func(r int) error {
+		return comms[r].AllReduce(context.Background(), []backend.Buffer{buf, buf1}[r], comm.Sum)
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("all-reduce on rank %d: %v", r, err)
-		}
-	}
 	if got := readAll(t, comms[1].be, buf1); got[0] != 4 || got[1] != 6 {
 		t.Fatalf("all-reduce = %v", got)
 	}

@@ -7,37 +7,38 @@ import (
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/comm/commtest"
 )
 
 // benchCollective times b.N calls of kind on a message of bytes bytes of dt
 // among size in-process ranks over loopback, and reports algorithm and bus
 // bandwidth (nccl-tests' and DeepSpeed's definitions) in GB/s.
 func benchCollective(b *testing.B, kind comm.Kind, size, bytes int, dt backend.DType) {
-	envs := newWorld(b, size, nil)
+	ranks := newWorld(b, size, nil)
 	per := bytes / dt.Size() / size
 	full := make([]backend.Buffer, size)
 	part := make([]backend.Buffer, size)
-	for r, e := range envs {
+	for r, rk := range ranks {
 		var err error
-		if full[r], err = e.be.Alloc(backend.Device, backend.Comm, dt, per*size); err != nil {
+		if full[r], err = rk.Backend.Alloc(backend.Device, backend.Comm, dt, per*size); err != nil {
 			b.Fatal(err)
 		}
-		if part[r], err = e.be.Alloc(backend.Device, backend.Comm, dt, per); err != nil {
+		if part[r], err = rk.Backend.Alloc(backend.Device, backend.Comm, dt, per); err != nil {
 			b.Fatal(err)
 		}
 	}
 	run := func(iters int) {
-		errs := onEveryRank(envs, func(r int, e *rankEnv) error {
-			ctx := context.Background()
+		commtest.MustOnEveryRank(b, size, func(r int) error {
+			c, ctx := ranks[r].Comm, context.Background()
 			for range iters {
 				var err error
 				switch kind {
 				case comm.KindAllReduce:
-					err = e.c.AllReduce(ctx, full[r], comm.Sum)
+					err = c.AllReduce(ctx, full[r], comm.Sum)
 				case comm.KindAllGather:
-					err = e.c.AllGather(ctx, full[r], part[r])
+					err = c.AllGather(ctx, full[r], part[r])
 				case comm.KindReduceScatter:
-					err = e.c.ReduceScatter(ctx, part[r], full[r], comm.Sum)
+					err = c.ReduceScatter(ctx, part[r], full[r], comm.Sum)
 				}
 				if err != nil {
 					return err
@@ -45,11 +46,6 @@ func benchCollective(b *testing.B, kind comm.Kind, size, bytes int, dt backend.D
 			}
 			return nil
 		})
-		for r, err := range errs {
-			if err != nil {
-				b.Fatalf("rank %d: %v", r, err)
-			}
-		}
 	}
 	run(1) // staging buffers and receive buffers reach their size
 	msg := full[0].Bytes()
@@ -108,18 +104,13 @@ func BenchmarkMemcpy64MiB(b *testing.B) {
 }
 
 func TestMeasureBusBandwidth(t *testing.T) {
-	envs := newWorld(t, 2, nil)
+	ranks := newWorld(t, 2, nil)
 	res := make([]comm.Bandwidth, 2)
-	errs := onEveryRank(envs, func(r int, e *rankEnv) error {
+	commtest.MustOnEveryRank(t, 2, func(r int) error {
 		var err error
-		res[r], err = comm.MeasureBusBandwidth(context.Background(), e.c, e.be, comm.KindAllReduce, backend.F32, 1<<16+3, 3)
+		res[r], err = comm.MeasureBusBandwidth(context.Background(), ranks[r].Comm, ranks[r].Backend, comm.KindAllReduce, backend.F32, 1<<16+3, 3)
 		return err
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
 	for r, bw := range res {
 		// 65539 bytes round down to 8192 fp32 per rank: 65536 bytes.
 		if bw.Bytes != 1<<16 || bw.Iters != 3 || bw.Seconds <= 0 {
@@ -130,10 +121,10 @@ func TestMeasureBusBandwidth(t *testing.T) {
 		}
 	}
 	// 3 timed calls, 1 warm-up, 1 barrier.
-	if s := envs[0].c.Stats(); s.Of(comm.KindAllReduce).Calls != 4 || s.Of(comm.KindBarrier).Calls != 1 {
+	if s := ranks[0].Comm.Stats(); s.Of(comm.KindAllReduce).Calls != 4 || s.Of(comm.KindBarrier).Calls != 1 {
 		t.Fatalf("stats %+v", s)
 	}
-	copyBW, err := comm.MeasureCopyBandwidth(envs[0].be, 1<<20, 2)
+	copyBW, err := comm.MeasureCopyBandwidth(ranks[0].Backend, 1<<20, 2)
 	if err != nil || copyBW <= 0 {
 		t.Fatalf("copy bandwidth %v, %v", copyBW, err)
 	}
