@@ -121,10 +121,14 @@ type Comm interface {
 	// AllReduce reduces buf over all ranks in place.
 	AllReduce(ctx context.Context, buf backend.Buffer, op Op) error
 	// ReduceScatter reduces src (Size·n elements) over all ranks and leaves
-	// chunk Rank (elements [Rank·n, (Rank+1)·n)) in dst (n elements).
+	// chunk Rank (elements [Rank·n, (Rank+1)·n)) in dst (n elements). dst
+	// may be src's own chunk Rank (in place, as NCCL defines it); any other
+	// overlap is a caller bug.
 	ReduceScatter(ctx context.Context, dst, src backend.Buffer, op Op) error
 	// AllGather concatenates every rank's src (n elements) into dst
-	// (Size·n elements); chunk r comes from rank r.
+	// (Size·n elements); chunk r comes from rank r. src may be dst's own
+	// chunk Rank (in place, as NCCL defines it); any other overlap is a
+	// caller bug.
 	AllGather(ctx context.Context, dst, src backend.Buffer) error
 	// Broadcast copies root's buf into buf on every other rank.
 	Broadcast(ctx context.Context, buf backend.Buffer, root int) error

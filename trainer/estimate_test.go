@@ -145,10 +145,7 @@ func measure(t *testing.T, cfg *config.Config, world int, shard string) ([]measu
 	for r := range bes {
 		bes[r] = cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1})
 	}
-	comms, err := loopbackWorld(t, bes)
-	if err != nil {
-		return nil, err
-	}
+	comms := loopbackWorld(t, bes)
 	out := make([]measured, world)
 	errs := make([]error, world)
 	var wg sync.WaitGroup
@@ -189,10 +186,10 @@ func measure(t *testing.T, cfg *config.Config, world int, shard string) ([]measu
 // loopbackWorld connects one Comm per backend over loopback TCP, as
 // separate processes would; world 1 runs without one (comm.Solo). A setup
 // error fails t.
-func loopbackWorld(t *testing.T, bes []backend.Backend) ([]comm.Comm, error) {
+func loopbackWorld(t *testing.T, bes []backend.Backend) []comm.Comm {
 	comms := make([]comm.Comm, len(bes))
 	if len(bes) == 1 {
-		return comms, nil
+		return comms
 	}
 	ranks := commtest.NewWorld(t, len(bes), func(ctx context.Context, st comm.Store, r, size int) (comm.Comm, backend.Backend, error) {
 		c, err := tcp.New(ctx, st, bes[r], tcp.Options{Rank: r, Size: size, Timeout: 20 * time.Second})
@@ -201,7 +198,7 @@ func loopbackWorld(t *testing.T, bes []backend.Backend) ([]comm.Comm, error) {
 	for r, rk := range ranks {
 		comms[r] = rk.Comm
 	}
-	return comms, nil
+	return comms
 }
 
 func writeEstShard(t *testing.T) string {
