@@ -75,7 +75,6 @@ func trainCommand() *cli.Command {
 }
 
 func runTrain(c *cli.Context) error {
-	out := c.App.Writer
 	rk, distributed, err := launch.DetectRank(os.Getenv)
 	if err != nil {
 		return err
@@ -83,146 +82,51 @@ func runTrain(c *cli.Context) error {
 	if !distributed {
 		rk = launch.Rank{WorldSize: 1, LocalWorldSize: 1}
 	}
+	out := c.App.Writer
+	if rk.Rank != 0 {
+		out = io.Discard // rank 0 speaks for the job; errors still reach stderr
+	}
 	device, autoNote, err := resolveDevice(c.String("device"), rk.WorldSize)
 	if err != nil {
 		return err
 	}
-	ov := config.Overrides{WorldSize: rk.WorldSize}
-	if c.IsSet("micro-batch-size") {
-		ov.MicroBatch = config.Some(c.Int("micro-batch-size"))
-	}
-	if c.IsSet("gradient-accumulation-steps") {
-		ov.GradAccum = config.Some(c.Int("gradient-accumulation-steps"))
-	}
-	if c.IsSet("lr") {
-		ov.LR = config.Some(c.Float64("lr"))
-	}
-	if c.IsSet("weight-decay") {
-		ov.WeightDecay = config.Some(c.Float64("weight-decay"))
-	}
-	if c.IsSet("max-grad-norm") {
-		ov.MaxGradNorm = config.Some(c.Float64("max-grad-norm"))
-	}
-	if c.IsSet("warmup-steps") {
-		ov.WarmupSteps = config.Some(c.Int("warmup-steps"))
-	}
-	ov.TotalSteps = config.Some(c.Int("max-steps"))
-
-	mcfg, err := model.ByName(c.String("model"))
-	if err != nil {
-		return fmt.Errorf("--model: %w", err)
-	}
-	// Inputs are checked before anything is allocated: the tokenizer that
-	// sizes the vocabulary, then the model it gives.
-	tokInfo, err := dataTokenizer(c.StringSlice("data"), c.StringSlice("val-data"))
+	// Inputs are checked before anything is allocated: the model (sized by
+	// the data's tokenizer), then the config it is trained with.
+	mcfg, err := trainModel(c)
 	if err != nil {
 		return err
 	}
-	if c.String("init-from") == "" {
-		if mcfg, err = vocabFromData(mcfg, c.String("model"), tokInfo); err != nil {
-			return err
-		}
-	}
-	if err := mcfg.Validate(); err != nil {
-		return fmt.Errorf("--model %s: %w", c.String("model"), err)
-	}
-	ov.Hidden = mcfg.C
-
-	if rk.Rank != 0 {
-		out = io.Discard // rank 0 speaks for the job; errors still reach stderr
-	}
-	cfg, err := loadTrainConfig(c.String("config"), config.Options{Strict: !c.Bool("allow-unknown-keys"), Overrides: ov})
-	if cfg != nil && rk.Rank == 0 {
-		for _, w := range cfg.Warnings {
-			fmt.Fprintln(c.App.ErrWriter, w)
-		}
-	}
+	cfg, batch, err := trainConfig(c, rk, mcfg)
 	if err != nil {
 		return err
-	}
-	batch, err := cfg.Resolve(rk.WorldSize)
-	if err != nil {
-		return err
-	}
-
-	// Ranks sharing a machine share its cores.
-	threads := c.Int("threads")
-	if threads <= 0 {
-		threads = max(1, runtime.NumCPU()/max(1, rk.LocalWorldSize))
 	}
 	if autoNote != "" && rk.Rank == 0 {
 		fmt.Fprintf(c.App.ErrWriter, "info: --device auto chose the CPU: %s\n", autoNote)
 	}
-	var be backend.Backend
-	var gpu *gpuRank
-	var info blasInfo
-	if device == "cuda" {
-		if gpu, err = openGPU(rk.LocalRank, threads); err != nil {
-			return err
-		}
-		defer gpu.Close()
-		be = gpu.be
-	} else if be, info, err = newBackend(threads); err != nil {
+	dev, err := openTrainDevice(c, device, rk, mcfg, cfg.ZeRO.Stage)
+	if err != nil {
 		return err
 	}
-	if host, ok := hostMemTotal(); ok {
-		var dev uint64
-		if gpu != nil {
-			dev = gpu.dev.Info().TotalMemoryBytes
-		}
-		if err := checkModelFits(mcfg, c.String("model"), cfg.ZeRO.Stage, rk, host, dev); err != nil {
-			return err
-		}
-	}
+	defer dev.close()
 	prom, err := startMetrics(c, rk)
 	if err != nil {
 		return err
 	}
-	peak := c.Float64("peak-flops")
-	if gpu != nil {
-		gi := gpu.dev.Info()
-		if peak == 0 {
-			if p, ok := gpuPeakFLOPS(gi.Name); ok {
-				peak = p
-			} else if rk.Rank == 0 {
-				fmt.Fprintf(c.App.ErrWriter, "info: no peak FLOP/s known for %q; pass --peak-flops to report MFU\n", gi.Name)
-			}
-		}
-		fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d | device %s: %s (sm_%d, %.0f GiB) | kernels %s %s | peak %.0f TFLOP/s\n",
-			Version, rk.WorldSize, cfg.ZeRO.Stage, be.Name(), gi.Name, gi.SM(), float64(gi.TotalMemoryBytes)/(1<<30),
-			gpu.be.Kernels().Image().Kind, gpu.be.Kernels().Image().Arch, peak/1e12)
-	} else {
-		if peak == 0 {
-			peak = blas.MeasurePeak(info.impl, 0.5) * 1e9
-		}
-		fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d | device %s | BLAS %s, %d threads/rank | sgemm roofline %.1f GFLOP/s per rank\n",
-			Version, rk.WorldSize, cfg.ZeRO.Stage, be.Name(), info.describe(), threads, peak/1e9)
-	}
+	peak := dev.announce(c, out, rk, cfg.ZeRO.Stage)
 	fmt.Fprintf(out, "model %s: %s parameters | micro-batch %d × seq %d × grad-accum %d × ranks %d = %d tokens/step\n",
 		c.String("model"), groupDigits(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
 		rk.WorldSize, batch.TrainBatchSize*c.Int("seq-len"))
 
-	topts := trainer.Options{
-		Config: cfg, Batch: batch, Model: mcfg,
-		InitFrom: c.String("init-from"), Seed: c.Uint64("seed"),
-		Data: c.StringSlice("data"), ValData: c.StringSlice("val-data"),
-		SeqLen: c.Int("seq-len"), MaxSteps: c.Int("max-steps"),
-		EvalEvery: c.Int("eval-every"), EvalBatches: c.Int("eval-batches"), Shuffle: c.Bool("shuffle"),
-		Checkpoint:     c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present,
-		CheckpointHost: cfg.ActivationCheckpointing.CPUCheckpointing,
-		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out, Observer: prom,
-		SaveEvery: c.Int("save-every"), SaveTotalLimit: c.Int("save-total-limit"), Resume: c.String("resume"),
-		Overwrite: c.Bool("overwrite"), AllowConfigChange: c.Bool("allow-config-change"),
-		ConfigText: configText(c.String("config")), Version: Version,
-	}
+	topts := trainOptions(c, cfg, batch, mcfg, peak, out)
+	topts.Observer = prom
 	if rk.WorldSize > 1 {
 		// Every rank must be running the same job: the rendezvous compares
 		// these fields and names the ones that differ.
-		fields, err := jobFields(topts, be)
+		fields, err := jobFields(topts, dev.be)
 		if err != nil {
 			return err
 		}
-		cm, err := connect(c.Context, rk, be, gpu, c.Duration("comm-timeout"), fields, c.App.ErrWriter)
+		cm, err := connect(c.Context, rk, dev.be, dev.gpu, c.Duration("comm-timeout"), fields, c.App.ErrWriter)
 		if err != nil {
 			return err
 		}
@@ -230,21 +134,9 @@ func runTrain(c *cli.Context) error {
 		topts.Comm = cm
 	}
 	if rk.Rank == 0 {
-		topts.Ready = func(local backend.MemoryStats) error {
-			// What this rank holds after start-up, beside what gotrain
-			// estimate predicts for the same run: the same code, so the
-			// same numbers.
-			est, err := trainer.Estimate(cfg, mcfg, rk.WorldSize, topts.SeqLen, trainer.EstimateOptions{Checkpoint: topts.Checkpoint})
-			if err == nil {
-				err = formatMeasured(out, local, est)
-			}
-			if err != nil {
-				return fmt.Errorf("memory table: %w", err)
-			}
-			return nil
-		}
+		topts.Ready = func(local backend.MemoryStats) error { return memoryTable(out, local, topts, rk.WorldSize) }
 	}
-	res, err := trainer.Run(c.Context, be, topts)
+	res, err := trainer.Run(c.Context, dev.be, topts)
 	if err != nil {
 		return stoppedExit(err)
 	}
@@ -258,6 +150,162 @@ func runTrain(c *cli.Context) error {
 	}
 	printSummary(out, res, topts.MaxSteps)
 	return nil
+}
+
+// trainModel is --model's shape, its vocabulary sized by the data's
+// tokenizer when the weights do not come from --init-from, validated.
+func trainModel(c *cli.Context) (model.Config, error) {
+	mcfg, err := model.ByName(c.String("model"))
+	if err != nil {
+		return mcfg, fmt.Errorf("--model: %w", err)
+	}
+	tokInfo, err := dataTokenizer(c.StringSlice("data"), c.StringSlice("val-data"))
+	if err != nil {
+		return mcfg, err
+	}
+	if c.String("init-from") == "" {
+		if mcfg, err = vocabFromData(mcfg, c.String("model"), tokInfo); err != nil {
+			return mcfg, err
+		}
+	}
+	if err := mcfg.Validate(); err != nil {
+		return mcfg, fmt.Errorf("--model %s: %w", c.String("model"), err)
+	}
+	return mcfg, nil
+}
+
+// trainConfig loads the DeepSpeed config with the flags that fill its
+// "auto" values, prints its warnings on rank 0 and resolves the batch sizes.
+func trainConfig(c *cli.Context, rk launch.Rank, mcfg model.Config) (*config.Config, config.Batch, error) {
+	ov := config.Overrides{WorldSize: rk.WorldSize, Hidden: mcfg.C, TotalSteps: config.Some(c.Int("max-steps"))}
+	for _, f := range []struct {
+		name string
+		set  func()
+	}{
+		{"micro-batch-size", func() { ov.MicroBatch = config.Some(c.Int("micro-batch-size")) }},
+		{"gradient-accumulation-steps", func() { ov.GradAccum = config.Some(c.Int("gradient-accumulation-steps")) }},
+		{"lr", func() { ov.LR = config.Some(c.Float64("lr")) }},
+		{"weight-decay", func() { ov.WeightDecay = config.Some(c.Float64("weight-decay")) }},
+		{"max-grad-norm", func() { ov.MaxGradNorm = config.Some(c.Float64("max-grad-norm")) }},
+		{"warmup-steps", func() { ov.WarmupSteps = config.Some(c.Int("warmup-steps")) }},
+	} {
+		if c.IsSet(f.name) {
+			f.set()
+		}
+	}
+	cfg, err := loadTrainConfig(c.String("config"), config.Options{Strict: !c.Bool("allow-unknown-keys"), Overrides: ov})
+	if cfg != nil && rk.Rank == 0 {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(c.App.ErrWriter, w)
+		}
+	}
+	if err != nil {
+		return nil, config.Batch{}, err
+	}
+	batch, err := cfg.Resolve(rk.WorldSize)
+	return cfg, batch, err
+}
+
+// trainOptions are the trainer's options from the flags.
+func trainOptions(c *cli.Context, cfg *config.Config, batch config.Batch, mcfg model.Config, peak float64, out io.Writer) trainer.Options {
+	return trainer.Options{
+		Config: cfg, Batch: batch, Model: mcfg,
+		InitFrom: c.String("init-from"), Seed: c.Uint64("seed"),
+		Data: c.StringSlice("data"), ValData: c.StringSlice("val-data"),
+		SeqLen: c.Int("seq-len"), MaxSteps: c.Int("max-steps"),
+		EvalEvery: c.Int("eval-every"), EvalBatches: c.Int("eval-batches"), Shuffle: c.Bool("shuffle"),
+		Checkpoint:     c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present,
+		CheckpointHost: cfg.ActivationCheckpointing.CPUCheckpointing,
+		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out,
+		SaveEvery: c.Int("save-every"), SaveTotalLimit: c.Int("save-total-limit"), Resume: c.String("resume"),
+		Overwrite: c.Bool("overwrite"), AllowConfigChange: c.Bool("allow-config-change"),
+		ConfigText: configText(c.String("config")), Version: Version,
+	}
+}
+
+// memoryTable prints what this rank holds after start-up beside what
+// gotrain estimate predicts for the same run: the same code, so the same
+// numbers.
+func memoryTable(out io.Writer, local backend.MemoryStats, o trainer.Options, world int) error {
+	est, err := trainer.Estimate(o.Config, o.Model, world, o.SeqLen, trainer.EstimateOptions{Checkpoint: o.Checkpoint})
+	if err == nil {
+		err = formatMeasured(out, local, est)
+	}
+	if err != nil {
+		return fmt.Errorf("memory table: %w", err)
+	}
+	return nil
+}
+
+// trainDevice is the backend a rank trains on: the GPU (gpu set) or the
+// CPU with its BLAS.
+type trainDevice struct {
+	be      backend.Backend
+	gpu     *gpuRank
+	info    blasInfo
+	threads int
+}
+
+// openTrainDevice opens the rank's device, ranks sharing a machine sharing
+// its cores, and refuses a model whose parameters cannot fit.
+func openTrainDevice(c *cli.Context, device string, rk launch.Rank, mcfg model.Config, stage int) (*trainDevice, error) {
+	d := &trainDevice{threads: c.Int("threads")}
+	if d.threads <= 0 {
+		d.threads = max(1, runtime.NumCPU()/max(1, rk.LocalWorldSize))
+	}
+	var err error
+	if device == "cuda" {
+		if d.gpu, err = openGPU(rk.LocalRank, d.threads); err != nil {
+			return nil, err
+		}
+		d.be = d.gpu.be
+	} else if d.be, d.info, err = newBackend(d.threads); err != nil {
+		return nil, err
+	}
+	if host, ok := hostMemTotal(); ok {
+		var dev uint64
+		if d.gpu != nil {
+			dev = d.gpu.dev.Info().TotalMemoryBytes
+		}
+		if err := checkModelFits(mcfg, c.String("model"), stage, rk, host, dev); err != nil {
+			d.close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func (d *trainDevice) close() {
+	if d.gpu != nil {
+		d.gpu.Close()
+	}
+}
+
+// announce prints the start-up line and returns one rank's peak FLOP/s for
+// MFU: --peak-flops, the GPU's known dense bf16 peak, or the sgemm roofline
+// measured now on the CPU.
+func (d *trainDevice) announce(c *cli.Context, out io.Writer, rk launch.Rank, stage int) float64 {
+	peak := c.Float64("peak-flops")
+	if d.gpu == nil {
+		if peak == 0 {
+			peak = blas.MeasurePeak(d.info.impl, 0.5) * 1e9
+		}
+		fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d | device %s | BLAS %s, %d threads/rank | sgemm roofline %.1f GFLOP/s per rank\n",
+			Version, rk.WorldSize, stage, d.be.Name(), d.info.describe(), d.threads, peak/1e9)
+		return peak
+	}
+	gi := d.gpu.dev.Info()
+	if peak == 0 {
+		if p, ok := gpuPeakFLOPS(gi.Name); ok {
+			peak = p
+		} else if rk.Rank == 0 {
+			fmt.Fprintf(c.App.ErrWriter, "info: no peak FLOP/s known for %q; pass --peak-flops to report MFU\n", gi.Name)
+		}
+	}
+	fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d | device %s: %s (sm_%d, %.0f GiB) | kernels %s %s | peak %.0f TFLOP/s\n",
+		Version, rk.WorldSize, stage, d.be.Name(), gi.Name, gi.SM(), float64(gi.TotalMemoryBytes)/(1<<30),
+		d.gpu.be.Kernels().Image().Kind, d.gpu.be.Kernels().Image().Arch, peak/1e12)
+	return peak
 }
 
 // loadTrainConfig reads --config, or the embedded default when it is empty.
