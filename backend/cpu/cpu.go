@@ -9,7 +9,7 @@
 //
 // Floating-point buffers may be F32, BF16 or F16 for every op, except the
 // statistics the interface fixes to F32 (LayerNorm mean/rstd, attention
-// att/datt, cross-entropy losses/probs, AdamW master/m/v). 16-bit values are
+// lse, cross-entropy losses/probs, AdamW master/m/v). 16-bit values are
 // widened to fp32, computed in fp32 and rounded to nearest-even on store.
 package cpu
 
@@ -53,6 +53,9 @@ type Backend struct {
 	stats backend.MemoryStats
 
 	scratch scratchPool
+	// attScratch holds attention's per-worker tiles apart from scratch,
+	// whose few slots the large 16-bit widening buffers would take.
+	attScratch scratchPool
 }
 
 var _ backend.Backend = (*Backend)(nil)

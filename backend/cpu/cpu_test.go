@@ -88,19 +88,19 @@ func BenchmarkMatmulBackwardBF16N2048C256OC768(b *testing.B) {
 }
 
 func BenchmarkAttentionForwardB8T256C256NH4(b *testing.B) {
-	backendtest.BenchAttentionForward(b, newGonum(), backend.F32, 8, 256, 256, 4)
+	backendtest.BenchAttentionForward(b, newGonum(), backend.F32, 8, 256, 4, 4, 64)
 }
 func BenchmarkAttentionBackwardB8T256C256NH4(b *testing.B) {
-	backendtest.BenchAttentionBackward(b, newGonum(), backend.F32, 8, 256, 256, 4)
+	backendtest.BenchAttentionBackward(b, newGonum(), backend.F32, 8, 256, 4, 4, 64)
 }
 func BenchmarkAttentionForwardB8T64C768NH12(b *testing.B) {
-	backendtest.BenchAttentionForward(b, newGonum(), backend.F32, 8, 64, 768, 12)
+	backendtest.BenchAttentionForward(b, newGonum(), backend.F32, 8, 64, 12, 12, 64)
 }
 func BenchmarkAttentionBackwardB8T64C768NH12(b *testing.B) {
-	backendtest.BenchAttentionBackward(b, newGonum(), backend.F32, 8, 64, 768, 12)
+	backendtest.BenchAttentionBackward(b, newGonum(), backend.F32, 8, 64, 12, 12, 64)
 }
 func BenchmarkAttentionForwardBF16B8T256C256NH4(b *testing.B) {
-	backendtest.BenchAttentionForward(b, newGonum(), backend.BF16, 8, 256, 256, 4)
+	backendtest.BenchAttentionForward(b, newGonum(), backend.BF16, 8, 256, 4, 4, 64)
 }
 
 func BenchmarkEncoderForwardB8T256C256(b *testing.B) {
