@@ -4,6 +4,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gotrain/gotrain/backend"
 )
@@ -21,8 +22,9 @@ import (
 // attTileMACs, which keeps a tile's operands in L2 and is below the size at
 // which a threaded native BLAS (OpenBLAS: m·n·k ≤ 64³) hands a GEMM to its
 // thread pool. Attention runs its own workers, one tile GEMM each on the
-// calling thread; GEMMs big enough to be threaded would make the workers
-// queue for the one pool (measured: 5× slower forward at 64×256 tiles).
+// calling thread; GEMMs big enough to be threaded make the workers queue
+// for the one pool (64×256 tiles: forward at B8 T256 NH4 HD64 took 90 ms
+// against 8 with 64×64, on two cores with OpenBLAS).
 const (
 	attTile     = 64
 	attMinTile  = 16
@@ -94,9 +96,6 @@ func (be *Backend) AttentionBackward(dqkv, dout, out, qkv, lse backend.Buffer, B
 	be.narrow(dqv, dq)
 }
 
-// attWorkers is how many goroutines run attention tiles at once.
-func (be *Backend) attWorkers() int { return be.threads }
-
 // attRun calls fn(w, u) once for every unit u in [0, n) on up to k workers,
 // w being the worker's index in [0, k). Workers take units from a shared
 // counter, so faster ones take more; a unit's result must not depend on
@@ -135,24 +134,59 @@ func (be *Backend) attFwd(o, lse, x []float32, d attDims) {
 	R, Cc := d.rows, d.cols
 	tiles := (d.T + R - 1) / R
 	heads := d.B * d.NH
-	k := min(be.attWorkers(), heads*tiles)
-	per := R*Cc + R*d.HD + 2*R
+	k := min(be.threads, heads*tiles)
+	per := R*Cc + Cc*d.HD + R*d.HD + 2*R + 4*attAlign
 	ws := be.attScratch.get(max(k, 1) * per)
 	defer be.attScratch.put(ws)
 	attRun(k, heads*tiles, func(w, u int) {
 		bh, tile := u%heads, tiles-1-u/heads
 		s := ws[w*per : (w+1)*per]
-		be.attFwdTile(o, lse, x, d, bh/d.NH, bh%d.NH, tile*R, min(d.T, (tile+1)*R),
-			s[:R*Cc], s[R*Cc:][:R*d.HD], s[R*(Cc+d.HD):][:2*R])
+		t := attFwdScratch{sc: carve(&s, R*Cc), kt: carve(&s, Cc*d.HD), acc: carve(&s, R*d.HD), ml: carve(&s, 2*R)}
+		be.attFwdTile(o, lse, x, d, bh/d.NH, bh%d.NH, tile*R, min(d.T, (tile+1)*R), t)
 	})
 }
+
+// carve returns n elements from the front of *s, starting on a 64-byte
+// boundary so that a tile row's vector loads do not straddle cache lines,
+// and advances *s past them; callers reserve attAlign extra elements per
+// carve.
+func carve(s *[]float32, n int) []float32 {
+	skip := int(-(uintptr(unsafe.Pointer(unsafe.SliceData(*s))) / 4) & (attAlign - 1))
+	x := (*s)[skip : skip+n : skip+n]
+	*s = (*s)[skip+n:]
+	return x
+}
+
+// attAlign is a cache line in float32s.
+const attAlign = 16
+
+// attTranspose sets dst (cols × rows, row stride rows) to the transpose of
+// the rows × cols matrix at src (row stride ld). The tile GEMMs then
+// multiply by Kᵀ and Vᵀ as plain row-major operands: gonum's GEMM runs that
+// 2.2× faster than a transposed operand (measured on the tile shapes); a
+// native BLAS does not mind either way, and the copy is 1/rows of the
+// GEMM's work.
+func attTranspose(dst, src []float32, rows, cols, ld int) {
+	for i := range rows {
+		row := src[i*ld:][:cols]
+		for j, v := range row {
+			dst[j*rows+i] = v
+		}
+	}
+}
+
+// attFwdScratch is one worker's forward tiles: scores sc (rows × cols),
+// the key tile transposed kt (HD × cols), the output accumulator acc
+// (rows × HD) and the running max and sum ml (2·rows).
+type attFwdScratch struct{ sc, kt, acc, ml []float32 }
 
 // attFwdTile computes query rows [r0, r1) of head h of batch row b: for
 // each key tile, scores = scale·Q·Kᵀ into sc, then per row the running max
 // m and sum l are updated, the accumulator acc rescaled by e^(m_old−m_new)
 // and P = e^(scores−m) added as acc += P·V. Finally out = acc/l and
 // lse = m + log l.
-func (be *Backend) attFwdTile(o, lse, x []float32, d attDims, b, h, r0, r1 int, sc, acc, ml []float32) {
+func (be *Backend) attFwdTile(o, lse, x []float32, d attDims, b, h, r0, r1 int, t attFwdScratch) {
+	sc, acc, ml := t.sc, t.acc, t.ml
 	S, HD, g := d.S, d.HD, h/d.G
 	q := x[b*d.T*S+h*HD:]
 	k := x[b*d.T*S+(d.NH+g)*HD:]
@@ -166,7 +200,8 @@ func (be *Backend) attFwdTile(o, lse, x []float32, d attDims, b, h, r0, r1 int, 
 	for c0 := 0; c0 < r1; c0 += d.cols {
 		c1 := min(c0+d.cols, r1)
 		bc := c1 - c0
-		be.gemm.Sgemm(false, true, br, bc, HD, d.scale, q[r0*S:], S, k[c0*S:], S, 0, sc, bc)
+		attTranspose(t.kt, k[c0*S:], bc, HD, S)
+		be.attMul(false, br, bc, HD, d.scale, q[r0*S:], S, t.kt, bc, 0, sc, bc)
 		for i := range br {
 			row := sc[i*bc : (i+1)*bc]
 			n := min(bc, r0+i+1-c0) // keys c0 … r0+i are visible to query r0+i
@@ -191,7 +226,7 @@ func (be *Backend) attFwdTile(o, lse, x []float32, d attDims, b, h, r0, r1 int, 
 		if c0 == 0 {
 			beta = 0
 		}
-		be.gemm.Sgemm(false, false, br, HD, bc, 1, sc, bc, v[c0*S:], S, beta, acc, HD)
+		be.attMul(false, br, HD, bc, 1, sc, bc, v[c0*S:], S, beta, acc, HD)
 	}
 	for i := range br {
 		t := r0 + i
@@ -216,14 +251,14 @@ func (be *Backend) attBwd(dq, do, o, x, lse []float32, d attDims) {
 	R, Cc := d.rows, d.cols
 	keyTiles := (d.T + Cc - 1) / Cc
 	parts := 1
-	if kvHeads > 0 && kvHeads < be.attWorkers() {
-		parts = min(keyTiles, (be.attWorkers()+kvHeads-1)/kvHeads)
+	if kvHeads > 0 && kvHeads < be.threads {
+		parts = min(keyTiles, (be.threads+kvHeads-1)/kvHeads)
 	}
 	bounds := attBwdParts(d.T, Cc, keyTiles, parts)
 	parts = len(bounds) - 1
 	units := kvHeads * parts
-	k := min(be.attWorkers(), units)
-	per := 2*R*Cc + 2*Cc*d.HD + R
+	k := min(be.threads, units)
+	per := 2*R*Cc + 4*Cc*d.HD + R + 7*attAlign
 	// A partial holds a (b, g)'s dQ: (T, G·HD), one per part after the first.
 	part := d.T * d.G * d.HD
 	ws := be.attScratch.get(max(k, 1)*per + kvHeads*(parts-1)*part)
@@ -233,13 +268,8 @@ func (be *Backend) attBwd(dq, do, o, x, lse []float32, d attDims) {
 		bg, p := u/parts, u%parts
 		b, g := bg/d.KV, bg%d.KV
 		s := ws[w*per : (w+1)*per]
-		t := attBwdScratch{
-			p:  s[:R*Cc],
-			ds: s[R*Cc:][:R*Cc],
-			dk: s[2*R*Cc:][:Cc*d.HD],
-			dv: s[2*R*Cc+Cc*d.HD:][:Cc*d.HD],
-			dd: s[2*R*Cc+2*Cc*d.HD:][:R],
-		}
+		t := attBwdScratch{p: carve(&s, R*Cc), ds: carve(&s, R*Cc), kt: carve(&s, Cc*d.HD), vt: carve(&s, Cc*d.HD),
+			dk: carve(&s, Cc*d.HD), dv: carve(&s, Cc*d.HD), dd: carve(&s, R)}
 		// dQ rows of the group's heads: the query third of dqkv for part 0
 		// (row stride S, head h at h·HD), a partial for the others (row
 		// stride G·HD, the group's i-th head at i·HD).
@@ -293,10 +323,11 @@ func attBwdParts(T, cols, keyTiles, parts int) []int {
 	return append(bounds, T)
 }
 
-// attBwdScratch is one worker's tiles: probabilities p and score gradients
-// ds (rows × cols), the key tile's dK and dV accumulators (cols × HD) and
-// D for a query tile (rows).
-type attBwdScratch struct{ p, ds, dk, dv, dd []float32 }
+// attBwdScratch is one worker's backward tiles: probabilities p and score
+// gradients ds (rows × cols), the key tile's keys and values transposed (kt,
+// vt: HD × cols), its dK and dV accumulators (cols × HD) and D for a query
+// tile (rows).
+type attBwdScratch struct{ p, ds, kt, vt, dk, dv, dd []float32 }
 
 // attBwdKeyTile accumulates everything key columns [c0, c1) of key/value
 // head g (batch row b) contribute: their dK and dV, summed over the group's
@@ -314,6 +345,9 @@ func (be *Backend) attBwdKeyTile(dqkv, dQ []float32, ld int, do, o, x, lse []flo
 	dk, dv := t.dk[:bc*HD], t.dv[:bc*HD]
 	clear(dk)
 	clear(dv)
+	kt, vt := t.kt[:HD*bc], t.vt[:HD*bc]
+	attTranspose(kt, k[c0*S:], bc, HD, S)
+	attTranspose(vt, v[c0*S:], bc, HD, S)
 	for i := range d.G {
 		h := g*d.G + i
 		q := x[base+h*HD:]
@@ -324,7 +358,7 @@ func (be *Backend) attBwdKeyTile(dqkv, dQ []float32, ld int, do, o, x, lse []flo
 			r1 := min(r0+d.rows, d.T)
 			br := r1 - r0
 			p, ds, dd := t.p[:br*bc], t.ds[:br*bc], t.dd[:br]
-			be.gemm.Sgemm(false, true, br, bc, HD, d.scale, q[r0*S:], S, k[c0*S:], S, 0, p, bc)
+			be.attMul(false, br, bc, HD, d.scale, q[r0*S:], S, kt, bc, 0, p, bc)
 			for j := range br {
 				row := p[j*bc : (j+1)*bc]
 				n := min(bc, r0+j+1-c0)
@@ -332,13 +366,13 @@ func (be *Backend) attBwdKeyTile(dqkv, dQ []float32, ld int, do, o, x, lse []flo
 				clear(row[n:])
 				dd[j] = attDot(dO[(r0+j)*d.CO:][:HD], oh[(r0+j)*d.CO:][:HD])
 			}
-			be.gemm.Sgemm(true, false, bc, HD, br, 1, p, bc, dO[r0*d.CO:], d.CO, 1, dv, HD)
-			be.gemm.Sgemm(false, true, br, bc, HD, 1, dO[r0*d.CO:], d.CO, v[c0*S:], S, 0, ds, bc)
+			be.attMul(true, bc, HD, br, 1, p, bc, dO[r0*d.CO:], d.CO, 1, dv, HD)
+			be.attMul(false, br, bc, HD, 1, dO[r0*d.CO:], d.CO, vt, bc, 0, ds, bc)
 			for j := range br {
 				attDS(ds[j*bc:(j+1)*bc], p[j*bc:(j+1)*bc], dd[j])
 			}
-			be.gemm.Sgemm(false, false, br, HD, bc, d.scale, ds, bc, k[c0*S:], S, 1, dQ[r0*ld+i*HD:], ld)
-			be.gemm.Sgemm(true, false, bc, HD, br, d.scale, ds, bc, q[r0*S:], S, 1, dk, HD)
+			be.attMul(false, br, HD, bc, d.scale, ds, bc, k[c0*S:], S, 1, dQ[r0*ld+i*HD:], ld)
+			be.attMul(true, bc, HD, br, d.scale, ds, bc, q[r0*S:], S, 1, dk, HD)
 		}
 	}
 	for j := range bc {

@@ -47,6 +47,9 @@ type Backend struct {
 	// without oversubscribing a native thread pool. gonum schedules its
 	// work on the Go runtime, and a single-threaded GEMM has no pool.
 	fanHeads bool
+	// pureGoGemm: the GEMM is gonum's, which attention's own vector tile
+	// kernel outruns on its small tiles (attention_simd_amd64.go).
+	pureGoGemm bool
 
 	mu    sync.Mutex
 	live  map[*backend.Memory]struct{}
@@ -71,10 +74,11 @@ func New(o Options) *Backend {
 	}
 	info := o.Gemm.Info()
 	return &Backend{
-		gemm:     o.Gemm,
-		threads:  threads,
-		fanHeads: info.Name == "gonum" || info.Threads == 1,
-		live:     make(map[*backend.Memory]struct{}),
+		gemm:       o.Gemm,
+		threads:    threads,
+		fanHeads:   info.Name == "gonum" || info.Threads == 1,
+		pureGoGemm: info.Name == "gonum",
+		live:       make(map[*backend.Memory]struct{}),
 	}
 }
 
