@@ -127,7 +127,7 @@ func (a attnCase) check(h *harness, dt backend.DType, fd bool) {
 func testAttentionWorkspace(t *testing.T, nb func(*testing.T) backend.Backend) {
 	extra := func(T int) int64 {
 		h := newHarness(t, nb, uint64(T))
-		const B, NH, KV, HD = 1, 2, 1, 16
+		const B, NH, KV, HD = 1, 1, 1, 16
 		nqkv, nout := B*T*(NH+2*KV)*HD, B*T*NH*HD
 		qkv, _ := h.put(backend.F32, h.normal(nqkv, 1))
 		dout, _ := h.put(backend.F32, h.normal(nout, 1))
