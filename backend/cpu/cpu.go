@@ -26,7 +26,9 @@ type Options struct {
 	// Gemm computes every large matrix product. It must be safe for
 	// concurrent use (blas.Impl promises that); the backend calls it from one
 	// goroutine per op so an internally multithreaded GEMM is never
-	// oversubscribed.
+	// oversubscribed, except attention, whose workers call it concurrently
+	// on tiles small enough (at most 64³ multiply-adds) that a threaded BLAS
+	// runs them on the calling thread.
 	Gemm blas.Impl
 	// Threads is how many goroutines an op fans out to; 0 means GOMAXPROCS.
 	Threads int
@@ -43,10 +45,6 @@ type Options struct {
 type Backend struct {
 	gemm    blas.Impl
 	threads int
-	// fanHeads: the GEMM can be called from several goroutines at once
-	// without oversubscribing a native thread pool. gonum schedules its
-	// work on the Go runtime, and a single-threaded GEMM has no pool.
-	fanHeads bool
 	// pureGoGemm: the GEMM is gonum's, which attention's own vector tile
 	// kernel outruns on its small tiles (attention_simd_amd64.go).
 	pureGoGemm bool
@@ -76,7 +74,6 @@ func New(o Options) *Backend {
 	return &Backend{
 		gemm:       o.Gemm,
 		threads:    threads,
-		fanHeads:   info.Name == "gonum" || info.Threads == 1,
 		pureGoGemm: info.Name == "gonum",
 		live:       make(map[*backend.Memory]struct{}),
 	}

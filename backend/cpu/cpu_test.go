@@ -26,16 +26,16 @@ func TestBackendDefaultGemm(t *testing.T) {
 	})
 }
 
-// nativeLike is gonum's GEMM describing itself as a multithreaded native
-// library, which makes the backend call GEMMs from one goroutine only (the
-// attention heads then run one after another).
+// nativeLike is gonum's GEMM describing itself as a native library, so
+// attention multiplies its tiles with it rather than with its own vector
+// kernel, as it does with OpenBLAS.
 type nativeLike struct{ blas.Gonum }
 
 func (nativeLike) Info() blas.Info { return blas.Info{Name: "native-like", Threads: 2} }
 
 // TestBackendThreads3 runs the suite with a fan-out that divides none of the
-// test shapes, so every op's chunking has ragged edges, and with a GEMM that
-// must not be called concurrently.
+// test shapes, so every op's chunking has ragged edges, and with a GEMM
+// that is not gonum's by name.
 func TestBackendThreads3(t *testing.T) {
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		return cpu.New(cpu.Options{Gemm: nativeLike{}, Threads: 3})
