@@ -141,16 +141,16 @@ func (be *Backend) attFwd(o, lse, x []float32, d attDims) {
 	attRun(k, heads*tiles, func(w, u int) {
 		bh, tile := u%heads, tiles-1-u/heads
 		s := ws[w*per : (w+1)*per]
-		t := attFwdScratch{sc: carve(&s, R*Cc), kt: carve(&s, Cc*d.HD), acc: carve(&s, R*d.HD), ml: carve(&s, 2*R)}
+		t := attFwdScratch{sc: attCarve(&s, R*Cc), kt: attCarve(&s, Cc*d.HD), acc: attCarve(&s, R*d.HD), ml: attCarve(&s, 2*R)}
 		be.attFwdTile(o, lse, x, d, bh/d.NH, bh%d.NH, tile*R, min(d.T, (tile+1)*R), t)
 	})
 }
 
-// carve returns n elements from the front of *s, starting on a 64-byte
+// attCarve returns n elements from the front of *s, starting on a 64-byte
 // boundary so that a tile row's vector loads do not straddle cache lines,
 // and advances *s past them; callers reserve attAlign extra elements per
 // carve.
-func carve(s *[]float32, n int) []float32 {
+func attCarve(s *[]float32, n int) []float32 {
 	skip := int(-(uintptr(unsafe.Pointer(unsafe.SliceData(*s))) / 4) & (attAlign - 1))
 	x := (*s)[skip : skip+n : skip+n]
 	*s = (*s)[skip+n:]
@@ -268,8 +268,8 @@ func (be *Backend) attBwd(dq, do, o, x, lse []float32, d attDims) {
 		bg, p := u/parts, u%parts
 		b, g := bg/d.KV, bg%d.KV
 		s := ws[w*per : (w+1)*per]
-		t := attBwdScratch{p: carve(&s, R*Cc), ds: carve(&s, R*Cc), kt: carve(&s, Cc*d.HD), vt: carve(&s, Cc*d.HD),
-			dk: carve(&s, Cc*d.HD), dv: carve(&s, Cc*d.HD), dd: carve(&s, R)}
+		t := attBwdScratch{p: attCarve(&s, R*Cc), ds: attCarve(&s, R*Cc), kt: attCarve(&s, Cc*d.HD), vt: attCarve(&s, Cc*d.HD),
+			dk: attCarve(&s, Cc*d.HD), dv: attCarve(&s, Cc*d.HD), dd: attCarve(&s, R)}
 		// dQ rows of the group's heads: the query third of dqkv for part 0
 		// (row stride S, head h at h·HD), a partial for the others (row
 		// stride G·HD, the group's i-th head at i·HD).
