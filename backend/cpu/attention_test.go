@@ -81,19 +81,19 @@ func TestAttentionScratchDoesNotGrowAsTSquared(t *testing.T) {
 	}
 }
 
-// newDefaultGemm is the backend training uses: OpenBLAS where it loads,
+// newAttDefaultGemm is the backend training uses: OpenBLAS where it loads,
 // gonum otherwise (the other benchmarks measure gonum).
-func newDefaultGemm() *cpu.Backend {
+func newAttDefaultGemm() *cpu.Backend {
 	impl, _ := blas.Default(0)
 	return cpu.New(cpu.Options{Gemm: impl})
 }
 
 // gpt2-tiny's attention (B8 T256 NH4 HD64) on the GEMM training uses.
 func BenchmarkAttentionForwardDefaultGemmB8T256C256NH4(b *testing.B) {
-	backendtest.BenchAttentionForward(b, newDefaultGemm(), backend.F32, 8, 256, 4, 4, 64)
+	backendtest.BenchAttentionForward(b, newAttDefaultGemm(), backend.F32, 8, 256, 4, 4, 64)
 }
 func BenchmarkAttentionBackwardDefaultGemmB8T256C256NH4(b *testing.B) {
-	backendtest.BenchAttentionBackward(b, newDefaultGemm(), backend.F32, 8, 256, 4, 4, 64)
+	backendtest.BenchAttentionBackward(b, newAttDefaultGemm(), backend.F32, 8, 256, 4, 4, 64)
 }
 
 // GPT-2's heads (NH12 HD64) at long sequences, where a (B,NH,T,T) buffer
@@ -140,7 +140,7 @@ func FuzzAttention(f *testing.F) {
 		KV := divisors[int(kvPick)%len(divisors)]
 		be := cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1 + int(threads)%4})
 		nqkv, nout := B*T*(NH+2*KV)*HD, B*T*NH*HD
-		rng := newPCG(seed)
+		rng := newAttRNG(seed)
 		qkvV, doutV := rng.normals(nqkv), rng.normals(nout)
 		put := func(v []float64) backend.Buffer {
 			buf, err := be.Alloc(backend.Device, backend.Activations, backend.F32, len(v))
@@ -172,7 +172,7 @@ func FuzzAttention(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if i, ok := within(got, c.want, 2e-5); !ok {
+			if i, ok := attWithin(got, c.want, 2e-5); !ok {
 				t.Fatalf("B%d T%d NH%d KV%d HD%d threads %d: %s[%d] = %g, reference %g", B, T, NH, KV, HD,
 					be.Threads(), c.name, i, got[i], c.want[i])
 			}
@@ -180,12 +180,12 @@ func FuzzAttention(f *testing.F) {
 	})
 }
 
-// within reports the first i where |got−want| > tol·(scale + |want|),
+// attWithin reports the first i where |got−want| > tol·(scale + |want|),
 // scale being rms(want) but at least 1: with unit-variance inputs the
 // scores and outputs are O(1), and fp32 rounding of a dot product is
 // relative to its terms, not to a result that cancels to near zero (T = 1
 // has one score).
-func within(got []float32, want []float64, tol float64) (int, bool) {
+func attWithin(got []float32, want []float64, tol float64) (int, bool) {
 	ss := 0.0
 	for _, w := range want {
 		ss += w * w
@@ -199,12 +199,12 @@ func within(got []float32, want []float64, tol float64) (int, bool) {
 	return 0, true
 }
 
-// pcg draws N(0,1) values from a seeded PCG.
-type pcg struct{ r *rand.Rand }
+// attRNG draws N(0,1) values from a seeded PCG.
+type attRNG struct{ r *rand.Rand }
 
-func newPCG(seed uint64) pcg { return pcg{rand.New(rand.NewPCG(seed, 17))} }
+func newAttRNG(seed uint64) attRNG { return attRNG{rand.New(rand.NewPCG(seed, 17))} }
 
-func (p pcg) normals(n int) []float64 {
+func (p attRNG) normals(n int) []float64 {
 	v := make([]float64, n)
 	for i := range v {
 		v[i] = float64(float32(p.r.NormFloat64()))
