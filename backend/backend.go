@@ -4,8 +4,10 @@
 // set.
 //
 // Dimension key used throughout: B = batch size, T = sequence length,
-// C = channels, NH = number of heads, V = vocabulary size, Vp = V padded
-// (e.g. 50257 → 50304), N = number of rows (usually B*T), OC = output channels.
+// C = channels, NH = number of (query) heads, KV = number of key/value heads
+// (NH for GPT-2, fewer with grouped-query attention), HD = head size,
+// V = vocabulary size, Vp = V padded (e.g. 50257 → 50304), N = number of rows
+// (usually B*T), OC = output channels.
 //
 // Op conventions (llm.c's): outputs first, then saved statistics, then inputs
 // and weights, then dimensions. Backward ops ACCUMULATE (+=) into parameter
@@ -90,14 +92,19 @@ type Backend interface {
 	// dbias (OC) += Σ_rows dout. dinp or dbias may be the zero Buffer (skipped).
 	MatmulBackward(dinp, dweight, dbias, dout, inp, weight Buffer, N, C, OC int)
 
-	// AttentionForward: causal multi-head self-attention.
-	// qkv (B,T,3C) holds q, k, v side by side; out (B,T,C); att (B,NH,T,T)
-	// is F32 and saves the softmax probabilities for backward (entries above
-	// the diagonal are zero). Scale 1/sqrt(C/NH).
-	AttentionForward(out, att, qkv Buffer, B, T, C, NH int)
-	// AttentionBackward: dqkv (B,T,3C) = gradient w.r.t. qkv. datt is F32
-	// (B,NH,T,T) scratch.
-	AttentionBackward(dqkv, datt, dout, qkv, att Buffer, B, T, C, NH int)
+	// AttentionForward: causal self-attention with grouped key/value heads.
+	// qkv (B, T, (NH+2·KV)·HD) holds per token NH query heads, then KV key
+	// heads, then KV value heads of HD (GPT-2: KV = NH, HD = C/NH); query head
+	// h uses key/value head h/(NH/KV). out (B, T, NH·HD); lse (B, NH, T) is F32,
+	// the log-sum-exp of each query row's scaled scores, saved for backward.
+	// Scale 1/sqrt(HD). No (B, NH, T, T) buffer is held: memory is O(T) per head.
+	// NH must be a multiple of KV.
+	AttentionForward(out, lse, qkv Buffer, B, T, NH, KV, HD int)
+	// AttentionBackward: dqkv (B, T, (NH+2·KV)·HD) = gradient w.r.t. qkv (=),
+	// with scores recomputed from qkv and lse; out and dout are the forward's
+	// output and its gradient. A key/value head's gradient sums over the
+	// NH/KV query heads that share it.
+	AttentionBackward(dqkv, dout, out, qkv, lse Buffer, B, T, NH, KV, HD int)
 
 	// GeluForward: out = 0.5·x·(1+tanh(√(2/π)(x+0.044715x³))) over N elements.
 	GeluForward(out, inp Buffer, N int)

@@ -55,42 +55,52 @@ func closeTo(t *testing.T, name string, got []float32, want []float64, rel float
 
 // The attention kernels walk their rows grid-stride: on grids of one and
 // three blocks (far fewer warps than rows, the last block partly idle) they
-// must still give the float64 reference's results, with a head size of 5.
+// must still give the float64 reference's results, with a head size of 5,
+// grouped key/value heads (three query heads a group) and a sequence
+// longer than a warp.
 func TestAttentionKernelsWalkRowsGridStride(t *testing.T) {
 	lib := emu.ForTest(t)
 	r := rand.New(rand.NewPCG(11, 3))
-	const B, T, C, NH = 2, 9, 20, 4
-	qkvV, doutV := normalF32(r, B*T*3*C), normalF32(r, B*T*C)
-	wantOut, wantAtt := make([]float64, B*T*C), make([]float64, B*NH*T*T)
-	backendtest.RefAttentionForward(wantOut, wantAtt, qkvV, B, T, C, NH)
-	wantD := make([]float64, B*T*3*C)
-	backendtest.RefAttentionBackward(wantD, doutV, qkvV, wantAtt, B, T, C, NH)
-	scale := float32(1 / math.Sqrt(C/NH))
+	const B, T, NH, KV, HD = 2, 37, 6, 2, 5
+	nqkv, nout := B*T*(NH+2*KV)*HD, B*T*NH*HD
+	qkvV, doutV := normalF32(r, nqkv), normalF32(r, nout)
+	wantOut, wantLse := make([]float64, nout), make([]float64, B*NH*T)
+	backendtest.RefAttentionForward(wantOut, wantLse, qkvV, B, T, NH, KV, HD)
+	scale := float32(1 / math.Sqrt(HD))
 	f32 := int32(kernels.F32)
-	dims := []any{int32(B), int32(T), int32(C), int32(NH)}
+	dims := []any{int32(B), int32(T), int32(NH), int32(KV), int32(HD), scale}
 
 	for _, grid := range []uint32{1, 3} {
 		qkv, dout := f32MemOf(qkvV), f32MemOf(doutV)
-		out, att := emu.Alloc(4*B*T*C), emu.Alloc(4*B*NH*T*T)
-		dqkv, datt := emu.Alloc(4*B*T*3*C), emu.Alloc(4*B*NH*T*T)
+		out, lse := emu.Alloc(4*nout), emu.Alloc(4*B*NH*T)
+		dqkv, dd := emu.Alloc(4*nqkv), emu.Alloc(4*B*NH*T)
 		block := emu.Dim{X: 128}
 		err := lib.Launch("gt_attention_forward", emu.Dim{X: grid}, block,
-			append([]any{out, f32, att, qkv, f32}, append(dims, scale)...)...)
+			append([]any{out, f32, lse, qkv, f32}, dims...)...)
 		if err == nil {
 			err = lib.Launch("gt_attention_backward_query", emu.Dim{X: grid}, block,
-				append([]any{dqkv, f32, datt, dout, f32, qkv, f32, att}, append(dims, scale)...)...)
+				append([]any{dqkv, f32, dd, dout, f32, out, f32, qkv, f32, lse}, dims...)...)
 		}
 		if err == nil {
 			err = lib.Launch("gt_attention_backward_kv", emu.Dim{X: grid}, block,
-				append([]any{dqkv, f32, datt, dout, f32, qkv, f32, att}, dims...)...)
+				append([]any{dqkv, f32, dd, dout, f32, qkv, f32, lse}, dims...)...)
 		}
 		if err != nil {
 			t.Fatalf("grid %d: %v", grid, err)
 		}
-		closeTo(t, "out", out.Float32s(), wantOut, 1e-5)
-		closeTo(t, "att", att.Float32s(), wantAtt, 1e-5)
+		gotOut := out.Float32s()
+		closeTo(t, "out", gotOut, wantOut, 1e-5)
+		closeTo(t, "lse", lse.Float32s(), wantLse, 1e-5)
+		// Backward reads the out the forward stored (fp32 here), as the
+		// backend contract says.
+		o := make([]float64, nout)
+		for i, v := range gotOut {
+			o[i] = float64(v)
+		}
+		wantD := make([]float64, nqkv)
+		backendtest.RefAttentionBackward(wantD, doutV, o, qkvV, B, T, NH, KV, HD)
 		closeTo(t, "dqkv", dqkv.Float32s(), wantD, 1e-5)
-		for _, m := range []*emu.Mem{qkv, dout, out, att, dqkv, datt} {
+		for _, m := range []*emu.Mem{qkv, dout, out, lse, dqkv, dd} {
 			m.Free()
 		}
 	}

@@ -15,20 +15,19 @@ const (
 	attWarps   = attThreads / 32
 )
 
-// attGeometry validates the attention dimensions and returns the number of
-// rows (B·NH·T) the kernels walk, one warp per row, and the score scale
-// 1/sqrt(HS), computed as the CPU backend does.
-func attGeometry(op string, B, T, C, NH int) (rows int, scale float32, err error) {
-	if B < 0 || T < 0 || C <= 0 || NH <= 0 || C%NH != 0 {
-		panic("kernels: " + op + ": want B, T ≥ 0 and C a positive multiple of NH")
+// attGeometry validates the attention dimensions and returns the score
+// scale 1/sqrt(HD), computed as the CPU backend does.
+func attGeometry(op string, B, T, NH, KV, HD int) (scale float32, err error) {
+	if B < 0 || T < 0 || NH <= 0 || KV <= 0 || HD <= 0 || NH%KV != 0 {
+		panic("kernels: " + op + ": want B, T ≥ 0, positive NH, KV and HD, and NH a multiple of KV")
 	}
 	// The kernels take the dimensions as int and index with long long;
-	// qkv's 3C stride and a T×T row offset must stay within int64, which
-	// int32 dimensions guarantee.
-	if B > math.MaxInt32 || T > math.MaxInt32 || C > math.MaxInt32/3 {
-		return 0, 0, fmt.Errorf("kernels: %s: B=%d T=%d C=%d exceed the kernels' int range", op, B, T, C)
+	// qkv's (NH+2·KV)·HD row stride must stay within int, and B·NH·T rows
+	// within int64, which int32 dimensions guarantee.
+	if B > math.MaxInt32 || T > math.MaxInt32 || NH > math.MaxInt32 || (NH+2*KV)*HD > math.MaxInt32 {
+		return 0, fmt.Errorf("kernels: %s: B=%d T=%d NH=%d KV=%d HD=%d exceed the kernels' int range", op, B, T, NH, KV, HD)
 	}
-	return B * NH * T, float32(1 / math.Sqrt(float64(C/NH))), nil
+	return float32(1 / math.Sqrt(float64(HD))), nil
 }
 
 func mustF32(op, name string, t Tensor) {
@@ -37,49 +36,52 @@ func mustF32(op, name string, t Tensor) {
 	}
 }
 
-// AttentionForward queues gt_attention_forward: out (B,T,C) and the softmax
-// probabilities att (B,NH,T,T, F32, zero above the diagonal) from qkv
-// (B,T,3C), causal, scale 1/sqrt(C/NH).
-func (s *Set) AttentionForward(st cuda.Stream, out, att, qkv Tensor, B, T, C, NH int) error {
+// AttentionForward queues gt_attention_forward: out (B,T,NH·HD) and the
+// log-sum-exp lse (B,NH,T, F32) of each query row's scaled scores from qkv
+// (B,T,(NH+2·KV)·HD), causal, query head h on key/value head h/(NH/KV),
+// scale 1/sqrt(HD).
+func (s *Set) AttentionForward(st cuda.Stream, out, lse, qkv Tensor, B, T, NH, KV, HD int) error {
 	const op = "AttentionForward"
-	mustF32(op, "att", att)
-	rows, scale, err := attGeometry(op, B, T, C, NH)
-	if err != nil || rows == 0 {
+	mustF32(op, "lse", lse)
+	scale, err := attGeometry(op, B, T, NH, KV, HD)
+	if rows := B * NH * T; err != nil || rows == 0 {
 		return err
 	}
-	return s.launch("gt_attention_forward", st, blocksFor(rows, attWarps), attThreads,
-		out.Ptr, int32(out.DT), att.Ptr, qkv.Ptr, int32(qkv.DT), int32(B), int32(T), int32(C), int32(NH), scale)
+	return s.launch("gt_attention_forward", st, blocksFor(B*NH*T, attWarps), attThreads,
+		out.Ptr, int32(out.DT), lse.Ptr, qkv.Ptr, int32(qkv.DT), int32(B), int32(T), int32(NH), int32(KV), int32(HD), scale)
 }
 
 // AttentionBackwardQuery queues gt_attention_backward_query, the first half
-// of the attention backward pass: the score gradients into datt
-// (B,NH,T,T, F32 scratch, zero above the diagonal) and the q third of dqkv
-// (B,T,3C). AttentionBackwardKV must follow on the same stream.
-func (s *Set) AttentionBackwardQuery(st cuda.Stream, dqkv, datt, dout, qkv, att Tensor, B, T, C, NH int) error {
+// of the attention backward pass: the query third of dqkv (B,T,(NH+2·KV)·HD)
+// from dout and out (B,T,NH·HD), qkv and lse, and D = rowsum(dout∘out)
+// into dd (B,NH,T, F32 workspace), which AttentionBackwardKV reads: it
+// must follow on the same stream.
+func (s *Set) AttentionBackwardQuery(st cuda.Stream, dqkv, dd, dout, out, qkv, lse Tensor, B, T, NH, KV, HD int) error {
 	const op = "AttentionBackwardQuery"
-	mustF32(op, "datt", datt)
-	mustF32(op, "att", att)
-	rows, scale, err := attGeometry(op, B, T, C, NH)
-	if err != nil || rows == 0 {
+	mustF32(op, "dd", dd)
+	mustF32(op, "lse", lse)
+	scale, err := attGeometry(op, B, T, NH, KV, HD)
+	if rows := B * NH * T; err != nil || rows == 0 {
 		return err
 	}
-	return s.launch("gt_attention_backward_query", st, blocksFor(rows, attWarps), attThreads,
-		dqkv.Ptr, int32(dqkv.DT), datt.Ptr, dout.Ptr, int32(dout.DT), qkv.Ptr, int32(qkv.DT), att.Ptr,
-		int32(B), int32(T), int32(C), int32(NH), scale)
+	return s.launch("gt_attention_backward_query", st, blocksFor(B*NH*T, attWarps), attThreads,
+		dqkv.Ptr, int32(dqkv.DT), dd.Ptr, dout.Ptr, int32(dout.DT), out.Ptr, int32(out.DT), qkv.Ptr, int32(qkv.DT), lse.Ptr,
+		int32(B), int32(T), int32(NH), int32(KV), int32(HD), scale)
 }
 
 // AttentionBackwardKV queues gt_attention_backward_kv, the second half of
-// the attention backward pass: the k and v thirds of dqkv (B,T,3C) from the
-// datt that AttentionBackwardQuery wrote, att, qkv and dout (B,T,C).
-func (s *Set) AttentionBackwardKV(st cuda.Stream, dqkv, datt, dout, qkv, att Tensor, B, T, C, NH int) error {
+// the attention backward pass: the key and value thirds of dqkv, each key
+// row summing over the NH/KV query heads that share it, from the dd that
+// AttentionBackwardQuery wrote, dout, qkv and lse.
+func (s *Set) AttentionBackwardKV(st cuda.Stream, dqkv, dd, dout, qkv, lse Tensor, B, T, NH, KV, HD int) error {
 	const op = "AttentionBackwardKV"
-	mustF32(op, "datt", datt)
-	mustF32(op, "att", att)
-	rows, _, err := attGeometry(op, B, T, C, NH)
-	if err != nil || rows == 0 {
+	mustF32(op, "dd", dd)
+	mustF32(op, "lse", lse)
+	scale, err := attGeometry(op, B, T, NH, KV, HD)
+	if rows := B * KV * T; err != nil || rows == 0 {
 		return err
 	}
-	return s.launch("gt_attention_backward_kv", st, blocksFor(rows, attWarps), attThreads,
-		dqkv.Ptr, int32(dqkv.DT), datt.Ptr, dout.Ptr, int32(dout.DT), qkv.Ptr, int32(qkv.DT), att.Ptr,
-		int32(B), int32(T), int32(C), int32(NH))
+	return s.launch("gt_attention_backward_kv", st, blocksFor(B*KV*T, attWarps), attThreads,
+		dqkv.Ptr, int32(dqkv.DT), dd.Ptr, dout.Ptr, int32(dout.DT), qkv.Ptr, int32(qkv.DT), lse.Ptr,
+		int32(B), int32(T), int32(NH), int32(KV), int32(HD), scale)
 }

@@ -8,7 +8,7 @@ type blockActs struct {
 	ln1, ln1Mean, ln1Rstd backend.Buffer // (N,C), F32 (N), F32 (N)
 	qkv                   backend.Buffer // (N,3C)
 	atty                  backend.Buffer // (N,C): attention output before the projection
-	att                   backend.Buffer // F32 (B,NH,T,T): softmax probabilities
+	lse                   backend.Buffer // F32 (B,NH,T): each attention row's log-sum-exp
 	residual2             backend.Buffer // (N,C): stream after the attention half
 	ln2, ln2Mean, ln2Rstd backend.Buffer // (N,C), F32 (N), F32 (N)
 	fch, fchGelu          backend.Buffer // (N,4C) each
@@ -50,7 +50,6 @@ type activations struct {
 	dres     backend.Buffer // (N,C): gradient w.r.t. the residual stream
 	dbtc     backend.Buffer // (N,C): dln2, datty, dln1 in turn
 	d4a, d4b backend.Buffer // (N,4C): dfch_gelu and dfch; d4a also holds dqkv (N,3C)
-	datt     backend.Buffer // F32 (B,NH,T,T)
 }
 
 // logitChunkRows bounds the logits staged before the loss: 256 rows of GPT-2
@@ -122,7 +121,7 @@ func planActivations(a *activations, cfg Config, B, T int, dt backend.DType, ckp
 		p.add(&b.ln1Rstd, backend.F32, N)
 		p.add(&b.qkv, dt, N*3*C)
 		p.add(&b.atty, dt, N*C)
-		p.add(&b.att, backend.F32, B*cfg.NH*T*T)
+		p.add(&b.lse, backend.F32, B*cfg.NH*T)
 		p.add(&b.residual2, dt, N*C)
 		p.add(&b.ln2, dt, N*C)
 		p.add(&b.ln2Mean, backend.F32, N)
@@ -146,7 +145,6 @@ func planActivations(a *activations, cfg Config, B, T int, dt backend.DType, ckp
 	p.add(&a.dbtc, dt, N*C)
 	p.add(&a.d4a, dt, N*4*C)
 	p.add(&a.d4b, dt, N*4*C)
-	p.add(&a.datt, backend.F32, B*cfg.NH*T*T)
 	return p
 }
 

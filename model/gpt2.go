@@ -194,7 +194,7 @@ func (m *Model) Backward(dlossScale float32) error {
 		// Attention half: residual2 = residual + attproj(attn(qkv(ln1(residual)))).
 		dqkv := a.d4a.Slice(0, N*3*C)
 		be.MatmulBackward(a.dbtc, bg.attprojw, bg.attprojb, a.dres, ba.atty, bw.attprojw, N, C, C)
-		be.AttentionBackward(dqkv, a.datt, a.dbtc, ba.qkv, ba.att, B, T, C, NH)
+		be.AttentionBackward(dqkv, a.dbtc, ba.atty, ba.qkv, ba.lse, B, T, NH, NH, C/NH)
 		be.MatmulBackward(a.dbtc, bg.qkvw, bg.qkvb, dqkv, ba.ln1, bw.qkvw, N, C, 3*C)
 		be.LayerNormBackward(a.scratch, bg.ln1w, bg.ln1b, a.dbtc, residual, bw.ln1w, ba.ln1Mean, ba.ln1Rstd, N, C)
 		be.Add(a.dres, a.dres, a.scratch, N*C)
@@ -220,7 +220,7 @@ func (m *Model) blockForward(ba *blockActs, residual backend.Buffer, bw blockWei
 	N, C, NH := B*T, m.cfg.C, m.cfg.NH
 	be.LayerNormForward(ba.ln1, ba.ln1Mean, ba.ln1Rstd, residual, bw.ln1w, bw.ln1b, N, C)
 	be.MatmulForward(ba.qkv, ba.ln1, bw.qkvw, bw.qkvb, N, C, 3*C)
-	be.AttentionForward(ba.atty, ba.att, ba.qkv, B, T, C, NH)
+	be.AttentionForward(ba.atty, ba.lse, ba.qkv, B, T, NH, NH, C/NH)
 	be.MatmulForward(a.scratch, ba.atty, bw.attprojw, bw.attprojb, N, C, C)
 	if f, ok := be.(backend.ResidualLayerNormer); ok {
 		f.ResidualLayerNormForward(ba.residual2, ba.ln2, ba.ln2Mean, ba.ln2Rstd, residual, a.scratch, bw.ln2w, bw.ln2b, N, C)

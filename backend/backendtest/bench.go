@@ -89,30 +89,32 @@ func BenchMatmulBackward(b *testing.B, be backend.Backend, dt backend.DType, N, 
 	x.run(4*float64(N)*float64(C)*float64(OC), func() { be.MatmulBackward(dinp, dw, db, dout, inp, w, N, C, OC) })
 }
 
-// attentionFLOPs counts only the causal half that is needed: Q·Kᵀ and att·V
-// each take T(T+1)/2 ≈ T²/2 dot products of HS per head, so the forward is
-// 2·B·NH·T²·HS FLOPs (the same count llm.c's CPU loops perform) and the
-// backward, four such products, twice that.
-func attentionFLOPs(B, T, C int) float64 {
-	return 2 * float64(B) * float64(T) * float64(T) * float64(C)
+// attentionFLOPs counts only the causal half that is needed: Q·Kᵀ and P·V
+// each take T(T+1)/2 ≈ T²/2 dot products of HD per head, so the forward is
+// 2·B·NH·T²·HD FLOPs (the same count llm.c's CPU loops perform) and the
+// backward, four such products, twice that (recomputing the scores, a fifth
+// product, is not counted: the figures compare with a backward that stores
+// them).
+func attentionFLOPs(B, T, NH, HD int) float64 {
+	return 2 * float64(B) * float64(T) * float64(T) * float64(NH*HD)
 }
 
-// BenchAttentionForward times causal attention forward, counting
-// 2·B·NH·T²·HS = 2·B·T²·C FLOPs.
-func BenchAttentionForward(b *testing.B, be backend.Backend, dt backend.DType, B, T, C, NH int) {
+// BenchAttentionForward times causal attention forward over qkv
+// (B,T,(NH+2·KV)·HD), counting 2·B·NH·T²·HD FLOPs.
+func BenchAttentionForward(b *testing.B, be backend.Backend, dt backend.DType, B, T, NH, KV, HD int) {
 	x := newBencher(b, be)
-	out, att, qkv := x.buf(dt, B*T*C, 0), x.buf(backend.F32, B*NH*T*T, 0), x.buf(dt, B*T*3*C, 1)
-	x.run(attentionFLOPs(B, T, C), func() { be.AttentionForward(out, att, qkv, B, T, C, NH) })
+	out, lse, qkv := x.buf(dt, B*T*NH*HD, 0), x.buf(backend.F32, B*NH*T, 0), x.buf(dt, B*T*(NH+2*KV)*HD, 1)
+	x.run(attentionFLOPs(B, T, NH, HD), func() { be.AttentionForward(out, lse, qkv, B, T, NH, KV, HD) })
 }
 
 // BenchAttentionBackward times causal attention backward, counting
-// 4·B·NH·T²·HS FLOPs.
-func BenchAttentionBackward(b *testing.B, be backend.Backend, dt backend.DType, B, T, C, NH int) {
+// 4·B·NH·T²·HD FLOPs.
+func BenchAttentionBackward(b *testing.B, be backend.Backend, dt backend.DType, B, T, NH, KV, HD int) {
 	x := newBencher(b, be)
-	out, att, qkv := x.buf(dt, B*T*C, 0), x.buf(backend.F32, B*NH*T*T, 0), x.buf(dt, B*T*3*C, 1)
-	be.AttentionForward(out, att, qkv, B, T, C, NH)
-	dqkv, datt, dout := x.buf(dt, B*T*3*C, 0), x.buf(backend.F32, B*NH*T*T, 0), x.buf(dt, B*T*C, 1)
-	x.run(2*attentionFLOPs(B, T, C), func() { be.AttentionBackward(dqkv, datt, dout, qkv, att, B, T, C, NH) })
+	out, lse, qkv := x.buf(dt, B*T*NH*HD, 0), x.buf(backend.F32, B*NH*T, 0), x.buf(dt, B*T*(NH+2*KV)*HD, 1)
+	be.AttentionForward(out, lse, qkv, B, T, NH, KV, HD)
+	dqkv, dout := x.buf(dt, B*T*(NH+2*KV)*HD, 0), x.buf(dt, B*T*NH*HD, 1)
+	x.run(2*attentionFLOPs(B, T, NH, HD), func() { be.AttentionBackward(dqkv, dout, out, qkv, lse, B, T, NH, KV, HD) })
 }
 
 // BenchLayerNormForward reports bytes/s over inp read and out written.

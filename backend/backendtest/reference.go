@@ -133,76 +133,111 @@ func RefMatmulBackward(dinp, dweight, dbias, dout, inp, weight []float64, N, C, 
 	}
 }
 
-// RefAttentionForward: causal self-attention over qkv (B,T,3C) with q, k, v
-// side by side and NH heads of HS = C/NH. att (B,NH,T,T) receives the
-// softmax probabilities (0 above the diagonal); out (B,T,C) = att·v per head.
-func RefAttentionForward(out, att, qkv []float64, B, T, C, NH int) {
-	HS := C / NH
-	scale := 1 / math.Sqrt(float64(HS))
+// refAttnLayout indexes qkv (B,T,(NH+2·KV)·HD): per token NH query heads,
+// KV key heads, KV value heads; query head h reads key/value head
+// h/(NH/KV).
+type refAttnLayout struct{ T, NH, KV, HD int }
+
+func (l refAttnLayout) q(b, t, h int) int { return (b*l.T+t)*(l.NH+2*l.KV)*l.HD + h*l.HD }
+func (l refAttnLayout) k(b, t, h int) int { return l.q(b, t, l.NH+h/(l.NH/l.KV)) }
+func (l refAttnLayout) v(b, t, h int) int { return l.q(b, t, l.NH+l.KV+h/(l.NH/l.KV)) }
+
+// refAttnProbs fills p[:t+1] with query row (b,h,t)'s causal softmax
+// probabilities over the scaled scores and returns their log-sum-exp.
+func (l refAttnLayout) probs(p, qkv []float64, b, h, t int) float64 {
+	scale := 1 / math.Sqrt(float64(l.HD))
+	q := qkv[l.q(b, t, h):][:l.HD]
+	mx := math.Inf(-1)
+	for u := 0; u <= t; u++ {
+		k := qkv[l.k(b, u, h):][:l.HD]
+		s := 0.0
+		for i, qi := range q {
+			s += qi * k[i]
+		}
+		p[u] = s * scale
+		mx = math.Max(mx, p[u])
+	}
+	z := 0.0
+	for u := 0; u <= t; u++ {
+		z += math.Exp(p[u] - mx)
+	}
+	for u := 0; u <= t; u++ {
+		p[u] = math.Exp(p[u]-mx) / z
+	}
+	return mx + math.Log(z)
+}
+
+// RefAttentionForward: naive causal self-attention over qkv
+// (B,T,(NH+2·KV)·HD), query head h using key/value head h/(NH/KV), scale
+// 1/sqrt(HD): out (B,T,NH·HD) = P·V per head with P each row's softmax,
+// lse (B,NH,T) each row's log-sum-exp of the scaled scores (skipped when
+// nil). It holds one row of probabilities at a time.
+func RefAttentionForward(out, lse, qkv []float64, B, T, NH, KV, HD int) {
+	l := refAttnLayout{T, NH, KV, HD}
+	p := make([]float64, T)
 	for b := 0; b < B; b++ {
 		for h := 0; h < NH; h++ {
 			for t := 0; t < T; t++ {
-				row := att[((b*NH+h)*T+t)*T : ((b*NH+h)*T+t+1)*T]
-				mx := math.Inf(-1)
+				z := l.probs(p, qkv, b, h, t)
+				if lse != nil {
+					lse[(b*NH+h)*T+t] = z
+				}
+				o := out[(b*T+t)*NH*HD+h*HD:][:HD]
+				clear(o)
 				for u := 0; u <= t; u++ {
-					s := 0.0
-					for i := 0; i < HS; i++ {
-						s += qkv[(b*T+t)*3*C+h*HS+i] * qkv[(b*T+u)*3*C+C+h*HS+i]
+					v := qkv[l.v(b, u, h):][:HD]
+					for i, vi := range v {
+						o[i] += p[u] * vi
 					}
-					row[u] = s * scale
-					mx = math.Max(mx, row[u])
-				}
-				z := 0.0
-				for u := 0; u <= t; u++ {
-					z += math.Exp(row[u] - mx)
-				}
-				for u := 0; u < T; u++ {
-					if u <= t {
-						row[u] = math.Exp(row[u]-mx) / z
-					} else {
-						row[u] = 0
-					}
-				}
-				for i := 0; i < HS; i++ {
-					s := 0.0
-					for u := 0; u <= t; u++ {
-						s += row[u] * qkv[(b*T+u)*3*C+2*C+h*HS+i]
-					}
-					out[(b*T+t)*C+h*HS+i] = s
 				}
 			}
 		}
 	}
 }
 
-// RefAttentionBackward: dqkv (B,T,3C) (overwritten) from dout (B,T,C) with
-// P = att: dV = Pᵀ·dO, dP = dO·Vᵀ, dS = P∘(dP − rowsum(P∘dP)),
-// dQ = dS·K·scale, dK = dSᵀ·Q·scale.
-func RefAttentionBackward(dqkv, dout, qkv, att []float64, B, T, C, NH int) {
-	HS := C / NH
-	scale := 1 / math.Sqrt(float64(HS))
+// RefAttentionBackward: dqkv (B,T,(NH+2·KV)·HD) (overwritten) from dout
+// (B,T,NH·HD), the probabilities recomputed row by row: dV = Pᵀ·dO,
+// dP = dO·Vᵀ, dS = P∘(dP − D), dQ = dS·K·scale, dK = dSᵀ·Q·scale; a
+// key/value head's gradients sum over its query heads. D is each row's
+// rowsum(P∘dP), or with out (B,T,NH·HD) given, rowsum(dO∘out), which is
+// the same number for the exact out; a backend reads the out it stored,
+// so a test of 16-bit storage passes that.
+func RefAttentionBackward(dqkv, dout, out, qkv []float64, B, T, NH, KV, HD int) {
+	l := refAttnLayout{T, NH, KV, HD}
+	scale := 1 / math.Sqrt(float64(HD))
 	clear(dqkv)
-	q := func(b, t, i int) int { return (b*T+t)*3*C + i }
-	dP := make([]float64, T)
+	P, dP := make([]float64, T), make([]float64, T)
 	for b := 0; b < B; b++ {
 		for h := 0; h < NH; h++ {
 			for t := 0; t < T; t++ {
-				P := att[((b*NH+h)*T+t)*T : ((b*NH+h)*T+t+1)*T]
+				l.probs(P, qkv, b, h, t)
+				do := dout[(b*T+t)*NH*HD+h*HD:][:HD]
+				q, dq := qkv[l.q(b, t, h):][:HD], dqkv[l.q(b, t, h):][:HD]
 				rs := 0.0
 				for u := 0; u <= t; u++ {
+					v := qkv[l.v(b, u, h):][:HD]
 					s := 0.0
-					for i := 0; i < HS; i++ {
-						s += dout[(b*T+t)*C+h*HS+i] * qkv[q(b, u, 2*C+h*HS+i)]
+					for i, di := range do {
+						s += di * v[i]
 					}
 					dP[u] = s
 					rs += P[u] * s
 				}
+				if out != nil {
+					o := out[(b*T+t)*NH*HD+h*HD:][:HD]
+					rs = 0
+					for i, di := range do {
+						rs += di * o[i]
+					}
+				}
 				for u := 0; u <= t; u++ {
 					dS := P[u] * (dP[u] - rs)
-					for i := 0; i < HS; i++ {
-						dqkv[q(b, u, 2*C+h*HS+i)] += P[u] * dout[(b*T+t)*C+h*HS+i]
-						dqkv[q(b, t, h*HS+i)] += dS * qkv[q(b, u, C+h*HS+i)] * scale
-						dqkv[q(b, u, C+h*HS+i)] += dS * qkv[q(b, t, h*HS+i)] * scale
+					k := qkv[l.k(b, u, h):][:HD]
+					dk, dv := dqkv[l.k(b, u, h):][:HD], dqkv[l.v(b, u, h):][:HD]
+					for i := range HD {
+						dv[i] += P[u] * do[i]
+						dq[i] += dS * k[i] * scale
+						dk[i] += dS * q[i] * scale
 					}
 				}
 			}

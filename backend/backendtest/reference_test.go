@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gotrain/gotrain/backend"
@@ -86,22 +87,92 @@ func TestRefCrossEntropyUniform(t *testing.T) {
 	}
 }
 
-// With one position the only attention weight is 1, so out is v.
+// With one position the only attention weight is 1, so out is the value
+// head the query head shares, and lse is the one scaled score.
 func TestRefAttentionSinglePosition(t *testing.T) {
-	const B, T, C, NH = 2, 1, 6, 3
-	qkv := make([]float64, B*T*3*C)
+	const B, T, NH, KV, HD = 2, 1, 4, 2, 3
+	S := (NH + 2*KV) * HD
+	qkv := make([]float64, B*T*S)
 	for i := range qkv {
 		qkv[i] = float64(i%7) - 3
 	}
-	out, att := make([]float64, B*T*C), make([]float64, B*NH*T*T)
-	RefAttentionForward(out, att, qkv, B, T, C, NH)
+	out, lse := make([]float64, B*T*NH*HD), make([]float64, B*NH*T)
+	RefAttentionForward(out, lse, qkv, B, T, NH, KV, HD)
 	for b := 0; b < B; b++ {
-		for c := 0; c < C; c++ {
-			if out[b*C+c] != qkv[b*3*C+2*C+c] {
-				t.Errorf("out[%d,%d] = %g, want v = %g", b, c, out[b*C+c], qkv[b*3*C+2*C+c])
+		for h := 0; h < NH; h++ {
+			g := h / (NH / KV)
+			s := 0.0
+			for i := 0; i < HD; i++ {
+				v := qkv[b*S+(NH+KV+g)*HD+i]
+				if got := out[b*NH*HD+h*HD+i]; got != v {
+					t.Errorf("out[%d,%d,%d] = %g, want v = %g", b, h, i, got, v)
+				}
+				s += qkv[b*S+h*HD+i] * qkv[b*S+(NH+g)*HD+i]
+			}
+			if want := s / math.Sqrt(HD); math.Abs(lse[b*NH+h]-want) > 1e-12 {
+				t.Errorf("lse[%d,%d] = %g, want the scaled score %g", b, h, lse[b*NH+h], want)
 			}
 		}
 	}
+}
+
+// Grouped-query attention is multi-head attention with each key/value head
+// repeated for its NH/KV query heads (transformers' repeat_kv): the
+// reference's outputs equal those of the expanded problem, and its
+// key/value gradients equal the expanded gradients summed over each group.
+func TestRefAttentionGroupedEqualsRepeated(t *testing.T) {
+	const B, T, NH, KV, HD = 2, 5, 6, 2, 3
+	G, S, SE := NH/KV, (NH+2*KV)*HD, 3*NH*HD
+	r := rand.New(rand.NewPCG(3, 5))
+	qkv, dout := make([]float64, B*T*S), make([]float64, B*T*NH*HD)
+	for i := range qkv {
+		qkv[i] = r.NormFloat64()
+	}
+	for i := range dout {
+		dout[i] = r.NormFloat64()
+	}
+	exp := make([]float64, B*T*SE) // (B,T,3·NH·HD): q, then each key head G times, then each value head G times
+	for bt := 0; bt < B*T; bt++ {
+		copy(exp[bt*SE:], qkv[bt*S:bt*S+NH*HD])
+		for h := 0; h < NH; h++ {
+			copy(exp[bt*SE+(NH+h)*HD:], qkv[bt*S+(NH+h/G)*HD:][:HD])
+			copy(exp[bt*SE+(2*NH+h)*HD:], qkv[bt*S+(NH+KV+h/G)*HD:][:HD])
+		}
+	}
+	out, lse := make([]float64, B*T*NH*HD), make([]float64, B*NH*T)
+	outE, lseE := make([]float64, B*T*NH*HD), make([]float64, B*NH*T)
+	RefAttentionForward(out, lse, qkv, B, T, NH, KV, HD)
+	RefAttentionForward(outE, lseE, exp, B, T, NH, NH, HD)
+	near := func(name string, got, want []float64) {
+		t.Helper()
+		for i := range want {
+			if math.Abs(got[i]-want[i]) > 1e-12*(1+math.Abs(want[i])) {
+				t.Fatalf("%s[%d] = %g, expanded problem gives %g", name, i, got[i], want[i])
+			}
+		}
+	}
+	near("out", out, outE)
+	near("lse", lse, lseE)
+
+	d, dE := make([]float64, B*T*S), make([]float64, B*T*SE)
+	RefAttentionBackward(d, dout, nil, qkv, B, T, NH, KV, HD)
+	RefAttentionBackward(dE, dout, nil, exp, B, T, NH, NH, HD)
+	want := make([]float64, B*T*S)
+	for bt := 0; bt < B*T; bt++ {
+		copy(want[bt*S:], dE[bt*SE:bt*SE+NH*HD])
+		for h := 0; h < NH; h++ {
+			for i := 0; i < HD; i++ {
+				want[bt*S+(NH+h/G)*HD+i] += dE[bt*SE+(NH+h)*HD+i]
+				want[bt*S+(NH+KV+h/G)*HD+i] += dE[bt*SE+(2*NH+h)*HD+i]
+			}
+		}
+	}
+	near("dqkv", d, want)
+
+	// D = rowsum(dO∘out) from the exact out is rowsum(P∘dP).
+	dOut := make([]float64, B*T*S)
+	RefAttentionBackward(dOut, dout, out, qkv, B, T, NH, KV, HD)
+	near("dqkv with D from out", dOut, d)
 }
 
 // With unit weight and zero bias each row comes out with mean 0 and

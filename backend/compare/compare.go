@@ -287,19 +287,12 @@ func (p *pair) ops(s Shape, d DTypes) {
 	p.c.MatmulForward(qkv.c, ln.c, w.c, backend.Buffer{}, N, C, OC)
 	p.same("matmul out (no bias)", qkv)
 
-	// Attention.
-	att := p.alloc(backend.F32, B*NH*T*T)
-	ao := p.alloc(act, N*C)
-	p.g.AttentionForward(ao.g, att.g, qkv.g, B, T, C, NH)
-	p.c.AttentionForward(ao.c, att.c, qkv.c, B, T, C, NH)
-	p.same("attention out", ao)
-	p.same("attention att", att)
-	dao := p.normal(act, N*C, 1)
-	dqkv := p.alloc(act, N*OC)
-	datt := p.alloc(backend.F32, B*NH*T*T)
-	p.g.AttentionBackward(dqkv.g, datt.g, dao.g, qkv.g, att.g, B, T, C, NH)
-	p.c.AttentionBackward(dqkv.c, datt.c, dao.c, qkv.c, att.c, B, T, C, NH)
-	p.same("attention dqkv", dqkv)
+	// Attention: GPT-2's (KV = NH) on the projection's output, then grouped
+	// key/value heads on fresh input.
+	ao, dao := p.attention("attention", qkv, act, B, T, NH, NH, C/NH)
+	if kv := groupedKV(NH); kv < NH {
+		p.attention("attention gqa", p.normal(act, N*(NH+2*kv)*(C/NH), 1), act, B, T, NH, kv, C/NH)
+	}
 
 	// GELU, residual, scale.
 	gin := p.normal(act, N*C, 1.5)
@@ -388,4 +381,32 @@ func (p *pair) ops(s Shape, d DTypes) {
 	p.same("zero", cast)
 
 	p.decoderOps(s, d)
+}
+
+// attention compares attention forward and backward over qkv
+// (B,T,(NH+2·KV)·HD) and returns out and the dout it used. Each backend's
+// backward reads its own out, as in training.
+func (p *pair) attention(name string, qkv twin, act backend.DType, B, T, NH, KV, HD int) (out, dout twin) {
+	out, lse := p.alloc(act, B*T*NH*HD), p.alloc(backend.F32, B*NH*T)
+	p.g.AttentionForward(out.g, lse.g, qkv.g, B, T, NH, KV, HD)
+	p.c.AttentionForward(out.c, lse.c, qkv.c, B, T, NH, KV, HD)
+	p.same(name+" out", out)
+	p.same(name+" lse", lse)
+	dout = p.normal(act, B*T*NH*HD, 1)
+	dqkv := p.alloc(act, B*T*(NH+2*KV)*HD)
+	p.g.AttentionBackward(dqkv.g, dout.g, out.g, qkv.g, lse.g, B, T, NH, KV, HD)
+	p.c.AttentionBackward(dqkv.c, dout.c, out.c, qkv.c, lse.c, B, T, NH, KV, HD)
+	p.same(name+" dqkv", dqkv)
+	return out, dout
+}
+
+// groupedKV is the largest proper divisor of NH (1 for a prime NH): the
+// key/value head count of a grouped-query variant of the shape.
+func groupedKV(NH int) int {
+	for kv := NH / 2; kv > 1; kv-- {
+		if NH%kv == 0 {
+			return kv
+		}
+	}
+	return 1
 }

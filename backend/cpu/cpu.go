@@ -9,7 +9,7 @@
 //
 // Floating-point buffers may be F32, BF16 or F16 for every op, except the
 // statistics the interface fixes to F32 (LayerNorm mean/rstd, attention
-// att/datt, cross-entropy losses/probs, AdamW master/m/v). 16-bit values are
+// lse, cross-entropy losses/probs, AdamW master/m/v). 16-bit values are
 // widened to fp32, computed in fp32 and rounded to nearest-even on store.
 package cpu
 
@@ -26,7 +26,9 @@ type Options struct {
 	// Gemm computes every large matrix product. It must be safe for
 	// concurrent use (blas.Impl promises that); the backend calls it from one
 	// goroutine per op so an internally multithreaded GEMM is never
-	// oversubscribed.
+	// oversubscribed, except attention, whose workers call it concurrently
+	// on tiles small enough (at most 64³ multiply-adds) that a threaded BLAS
+	// runs them on the calling thread.
 	Gemm blas.Impl
 	// Threads is how many goroutines an op fans out to; 0 means GOMAXPROCS.
 	Threads int
@@ -43,16 +45,18 @@ type Options struct {
 type Backend struct {
 	gemm    blas.Impl
 	threads int
-	// fanHeads: the GEMM can be called from several goroutines at once
-	// without oversubscribing a native thread pool. gonum schedules its
-	// work on the Go runtime, and a single-threaded GEMM has no pool.
-	fanHeads bool
+	// pureGoGemm: the GEMM is gonum's, which attention's own vector tile
+	// kernel outruns on its small tiles (attention_simd_amd64.go).
+	pureGoGemm bool
 
 	mu    sync.Mutex
 	live  map[*backend.Memory]struct{}
 	stats backend.MemoryStats
 
 	scratch scratchPool
+	// attScratch holds attention's per-worker tiles apart from scratch,
+	// whose few slots the large 16-bit widening buffers would take.
+	attScratch scratchPool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -68,10 +72,10 @@ func New(o Options) *Backend {
 	}
 	info := o.Gemm.Info()
 	return &Backend{
-		gemm:     o.Gemm,
-		threads:  threads,
-		fanHeads: info.Name == "gonum" || info.Threads == 1,
-		live:     make(map[*backend.Memory]struct{}),
+		gemm:       o.Gemm,
+		threads:    threads,
+		pureGoGemm: info.Name == "gonum",
+		live:       make(map[*backend.Memory]struct{}),
 	}
 }
 

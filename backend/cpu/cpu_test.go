@@ -26,16 +26,16 @@ func TestBackendDefaultGemm(t *testing.T) {
 	})
 }
 
-// nativeLike is gonum's GEMM describing itself as a multithreaded native
-// library, which makes the backend call GEMMs from one goroutine only (the
-// attention heads then run one after another).
+// nativeLike is gonum's GEMM describing itself as a native library, so
+// attention multiplies its tiles with it rather than with its own vector
+// kernel, as it does with OpenBLAS.
 type nativeLike struct{ blas.Gonum }
 
 func (nativeLike) Info() blas.Info { return blas.Info{Name: "native-like", Threads: 2} }
 
 // TestBackendThreads3 runs the suite with a fan-out that divides none of the
-// test shapes, so every op's chunking has ragged edges, and with a GEMM that
-// must not be called concurrently.
+// test shapes, so every op's chunking has ragged edges, and with a GEMM
+// that is not gonum's by name.
 func TestBackendThreads3(t *testing.T) {
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		return cpu.New(cpu.Options{Gemm: nativeLike{}, Threads: 3})
@@ -88,19 +88,19 @@ func BenchmarkMatmulBackwardBF16N2048C256OC768(b *testing.B) {
 }
 
 func BenchmarkAttentionForwardB8T256C256NH4(b *testing.B) {
-	backendtest.BenchAttentionForward(b, newGonum(), backend.F32, 8, 256, 256, 4)
+	backendtest.BenchAttentionForward(b, newGonum(), backend.F32, 8, 256, 4, 4, 64)
 }
 func BenchmarkAttentionBackwardB8T256C256NH4(b *testing.B) {
-	backendtest.BenchAttentionBackward(b, newGonum(), backend.F32, 8, 256, 256, 4)
+	backendtest.BenchAttentionBackward(b, newGonum(), backend.F32, 8, 256, 4, 4, 64)
 }
 func BenchmarkAttentionForwardB8T64C768NH12(b *testing.B) {
-	backendtest.BenchAttentionForward(b, newGonum(), backend.F32, 8, 64, 768, 12)
+	backendtest.BenchAttentionForward(b, newGonum(), backend.F32, 8, 64, 12, 12, 64)
 }
 func BenchmarkAttentionBackwardB8T64C768NH12(b *testing.B) {
-	backendtest.BenchAttentionBackward(b, newGonum(), backend.F32, 8, 64, 768, 12)
+	backendtest.BenchAttentionBackward(b, newGonum(), backend.F32, 8, 64, 12, 12, 64)
 }
 func BenchmarkAttentionForwardBF16B8T256C256NH4(b *testing.B) {
-	backendtest.BenchAttentionForward(b, newGonum(), backend.BF16, 8, 256, 256, 4)
+	backendtest.BenchAttentionForward(b, newGonum(), backend.BF16, 8, 256, 4, 4, 64)
 }
 
 func BenchmarkEncoderForwardB8T256C256(b *testing.B) {

@@ -28,9 +28,12 @@ type expConsts struct {
 	maxA, minA, l2e, rnd, hi, lo, zero, one, c2, c3, c4, c5, c6, c7 archsimd.Float32x16
 }
 
-func newExpConsts() *expConsts {
+// newExpConsts returns the constants by value: a pointer result escapes
+// to the heap (the function is too large to inline), one allocation per
+// call of every row loop.
+func newExpConsts() expConsts {
 	b := archsimd.BroadcastFloat32x16
-	return &expConsts{
+	return expConsts{
 		maxA: b(expMaxArg), minA: b(expMinArg), l2e: b(log2e), rnd: b(expRound), hi: b(ln2Hi), lo: b(ln2Lo),
 		zero: b(0), one: b(1), c2: b(1.0 / 2), c3: b(1.0 / 6), c4: b(1.0 / 24), c5: b(1.0 / 120),
 		c6: b(1.0 / 720), c7: b(1.0 / 5040),

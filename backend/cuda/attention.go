@@ -1,52 +1,62 @@
 package cuda
 
-import "github.com/gotrain/gotrain/backend"
+import (
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/kernels"
+)
 
-// attentionDims panics unless the attention shapes agree: C a positive
-// multiple of NH, qkv (B,T,3C), out or dout (B,T,C), att-sized buffers
-// (B,NH,T,T) in F32.
-func attentionDims(op string, x, qkv backend.Buffer, atts []backend.Buffer, B, T, C, NH int) {
-	if B < 0 || T < 0 || C <= 0 || NH <= 0 || C%NH != 0 {
-		panic("cuda: " + op + ": C must be a positive multiple of NH")
+// attentionDims panics unless the attention shapes agree: NH a positive
+// multiple of KV, qkv (B,T,(NH+2·KV)·HD), out (B,T,NH·HD) and lse
+// (B,NH,T) in F32.
+func attentionDims(op string, out, lse, qkv backend.Buffer, B, T, NH, KV, HD int) {
+	if B < 0 || T < 0 || NH <= 0 || KV <= 0 || HD <= 0 || NH%KV != 0 {
+		panic("cuda: " + op + ": want B, T ≥ 0, positive NH, KV and HD, and NH a multiple of KV")
 	}
-	needLen(op, "qkv", qkv, B*T*3*C)
-	needLen(op, "out", x, B*T*C)
-	for _, a := range atts {
-		needLen(op, "att", a, B*NH*T*T)
-		if a.DType() != backend.F32 {
-			panic("cuda: " + op + ": att and datt must be F32")
-		}
+	needLen(op, "qkv", qkv, B*T*(NH+2*KV)*HD)
+	needLen(op, "out", out, B*T*NH*HD)
+	needLen(op, "lse", lse, B*NH*T)
+	if lse.DType() != backend.F32 {
+		panic("cuda: " + op + ": lse must be F32")
 	}
 }
 
-// AttentionForward implements backend.Backend with the kernels of
-// attention.cu: one warp per query row, scores, softmax and the weighted
-// sum of values without a round trip through cuBLAS.
-func (b *Backend) AttentionForward(out, att, qkv backend.Buffer, B, T, C, NH int) {
+// AttentionForward implements backend.Backend with the kernel of
+// attention.cu: one warp per query row, an online softmax over its keys
+// and the weighted sum of values, without a round trip through cuBLAS and
+// without a (T,T) buffer.
+func (b *Backend) AttentionForward(out, lse, qkv backend.Buffer, B, T, NH, KV, HD int) {
 	const op = "attention forward"
-	if b.hostOp(op, out, att, qkv) {
-		b.host.AttentionForward(out, att, qkv, B, T, C, NH)
+	if b.hostOp(op, out, lse, qkv) {
+		b.host.AttentionForward(out, lse, qkv, B, T, NH, KV, HD)
 		return
 	}
-	attentionDims(op, out, qkv, []backend.Buffer{att}, B, T, C, NH)
-	b.check(op, b.k.AttentionForward(b.stream, b.t(op, out), b.t(op, att), b.t(op, qkv), B, T, C, NH))
+	attentionDims(op, out, lse, qkv, B, T, NH, KV, HD)
+	b.check(op, b.k.AttentionForward(b.stream, b.t(op, out), b.t(op, lse), b.t(op, qkv), B, T, NH, KV, HD))
 }
 
-// AttentionBackward implements backend.Backend in two kernels: per query
-// row the score gradients (into datt) and dq, then per key row dk and dv
-// from the finished datt. Together they overwrite all of dqkv.
-func (b *Backend) AttentionBackward(dqkv, datt, dout, qkv, att backend.Buffer, B, T, C, NH int) {
+// AttentionBackward implements backend.Backend in two kernels that
+// recompute the probabilities from lse: per query row dq (and D =
+// rowsum(dout∘out) into a (B,NH,T) workspace), then per key row dk and dv
+// summed over the query heads of its group. Together they overwrite all of
+// dqkv.
+func (b *Backend) AttentionBackward(dqkv, dout, out, qkv, lse backend.Buffer, B, T, NH, KV, HD int) {
 	const op = "attention backward"
-	if b.hostOp(op, dqkv, datt, dout, qkv, att) {
-		b.host.AttentionBackward(dqkv, datt, dout, qkv, att, B, T, C, NH)
+	if b.hostOp(op, dqkv, dout, out, qkv, lse) {
+		b.host.AttentionBackward(dqkv, dout, out, qkv, lse, B, T, NH, KV, HD)
 		return
 	}
-	attentionDims(op, dout, qkv, []backend.Buffer{datt, att}, B, T, C, NH)
-	needLen(op, "dqkv", dqkv, B*T*3*C)
-	dq, da, do, x, a := b.t(op, dqkv), b.t(op, datt), b.t(op, dout), b.t(op, qkv), b.t(op, att)
-	if err := b.k.AttentionBackwardQuery(b.stream, dq, da, do, x, a, B, T, C, NH); err != nil {
+	attentionDims(op, out, lse, qkv, B, T, NH, KV, HD)
+	needLen(op, "dout", dout, B*T*NH*HD)
+	needLen(op, "dqkv", dqkv, B*T*(NH+2*KV)*HD)
+	dd, release, ok := b.scratch(kernels.F32, B*NH*T)
+	if !ok {
+		return
+	}
+	defer release()
+	dq, do, o, x, l := b.t(op, dqkv), b.t(op, dout), b.t(op, out), b.t(op, qkv), b.t(op, lse)
+	if err := b.k.AttentionBackwardQuery(b.stream, dq, dd, do, o, x, l, B, T, NH, KV, HD); err != nil {
 		b.check(op, err)
 		return
 	}
-	b.check(op, b.k.AttentionBackwardKV(b.stream, dq, da, do, x, a, B, T, C, NH))
+	b.check(op, b.k.AttentionBackwardKV(b.stream, dq, dd, do, x, l, B, T, NH, KV, HD))
 }

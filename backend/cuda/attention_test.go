@@ -63,34 +63,35 @@ func normals(r *rand.Rand, n int) []float32 {
 	return v
 }
 
-// A head size above the kernels' 256-column register chunk (HS = 300)
-// takes the chunked path of every weighted row sum; the results still
-// match the CPU backend, and a second run gives the same bits (no atomics,
-// fixed summation order).
+// A head size above the kernels' 256-column register chunk (HD = 300)
+// takes the chunked path of every weighted row sum, here with two query
+// heads sharing one key/value head; the results still match the CPU
+// backend, and a second run gives the same bits (no atomics, fixed
+// summation order).
 func TestAttentionWideHeadsMatchCPUAndRepeat(t *testing.T) {
 	e := newEnv(t)
-	const B, T, C, NH = 1, 6, 600, 2
+	const B, T, NH, KV, HD = 1, 6, 2, 1, 300
+	nqkv, nout := B*T*(NH+2*KV)*HD, B*T*NH*HD
 	for _, dt := range []backend.DType{backend.F32, backend.BF16} {
 		g, c := e.backend(t), newHost()
 		r := rand.New(rand.NewPCG(4, uint64(dt)))
-		qkvV, doutV := normals(r, B*T*3*C), normals(r, B*T*C)
-		run := func(be backend.Backend) (out, att, dqkv backend.Buffer) {
+		qkvV, doutV := normals(r, nqkv), normals(r, nout)
+		run := func(be backend.Backend) (out, lse, dqkv backend.Buffer) {
 			qkv, dout := upload(t, be, dt, qkvV), upload(t, be, dt, doutV)
-			out = upload(t, be, dt, make([]float32, B*T*C))
-			att = upload(t, be, backend.F32, make([]float32, B*NH*T*T))
-			dqkv = upload(t, be, dt, make([]float32, B*T*3*C))
-			datt := upload(t, be, backend.F32, make([]float32, B*NH*T*T))
-			be.AttentionForward(out, att, qkv, B, T, C, NH)
-			be.AttentionBackward(dqkv, datt, dout, qkv, att, B, T, C, NH)
+			out = upload(t, be, dt, make([]float32, nout))
+			lse = upload(t, be, backend.F32, make([]float32, B*NH*T))
+			dqkv = upload(t, be, dt, make([]float32, nqkv))
+			be.AttentionForward(out, lse, qkv, B, T, NH, KV, HD)
+			be.AttentionBackward(dqkv, dout, out, qkv, lse, B, T, NH, KV, HD)
 			if err := be.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			return out, att, dqkv
+			return out, lse, dqkv
 		}
-		gOut, gAtt, gD := run(g)
-		cOut, cAtt, cD := run(c)
+		gOut, gLse, gD := run(g)
+		cOut, cLse, cD := run(c)
 		agree(t, dt.String()+" out", download(t, g, gOut), download(t, c, cOut), compare.Tol(dt))
-		agree(t, "att", download(t, g, gAtt), download(t, c, cAtt), compare.Tol(backend.F32))
+		agree(t, "lse", download(t, g, gLse), download(t, c, cLse), compare.Tol(backend.F32))
 		agree(t, dt.String()+" dqkv", download(t, g, gD), download(t, c, cD), compare.Tol(dt))
 
 		_, _, again := run(g)

@@ -101,15 +101,25 @@ func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backen
 }
 
 // AttentionForward implements backend.Backend.
-func (be *Backend) AttentionForward(outp, att, qkv backend.Buffer, B, T, C, NH int) {
-	be.call("AttentionForward", dims("B", B, "T", T, "C", C, "NH", NH), out("out", outp, B*T*C), out("att", att, B*NH*T*T),
-		in("qkv", qkv, B*T*3*C))
+func (be *Backend) AttentionForward(outp, lse, qkv backend.Buffer, B, T, NH, KV, HD int) {
+	checkHeads(NH, KV)
+	be.call("AttentionForward", dims("B", B, "T", T, "NH", NH, "KV", KV, "HD", HD), out("out", outp, B*T*NH*HD),
+		out("lse", lse, B*NH*T), in("qkv", qkv, B*T*(NH+2*KV)*HD))
 }
 
 // AttentionBackward implements backend.Backend.
-func (be *Backend) AttentionBackward(dqkv, datt, dout, qkv, att backend.Buffer, B, T, C, NH int) {
-	be.call("AttentionBackward", dims("B", B, "T", T, "C", C, "NH", NH), out("dqkv", dqkv, B*T*3*C), out("datt", datt, B*NH*T*T),
-		in("dout", dout, B*T*C), in("qkv", qkv, B*T*3*C), in("att", att, B*NH*T*T))
+func (be *Backend) AttentionBackward(dqkv, dout, outp, qkv, lse backend.Buffer, B, T, NH, KV, HD int) {
+	checkHeads(NH, KV)
+	be.call("AttentionBackward", dims("B", B, "T", T, "NH", NH, "KV", KV, "HD", HD), out("dqkv", dqkv, B*T*(NH+2*KV)*HD),
+		in("dout", dout, B*T*NH*HD), in("out", outp, B*T*NH*HD), in("qkv", qkv, B*T*(NH+2*KV)*HD), in("lse", lse, B*NH*T))
+}
+
+// checkHeads panics unless the query heads are a multiple of the
+// key/value heads, as the real backends do.
+func checkHeads(NH, KV int) {
+	if KV < 1 || NH%KV != 0 {
+		panic(fmt.Sprintf("meta: attention: %d query heads are not a multiple of %d key/value heads", NH, KV))
+	}
 }
 
 // GeluForward implements backend.Backend.
