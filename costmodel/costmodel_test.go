@@ -224,3 +224,53 @@ func TestUnknownAndHostOps(t *testing.T) {
 		t.Errorf("offloaded AdamW: %+v", r.Ops)
 	}
 }
+
+// Attention's GEMMs skip the keys after each chunk's last query row: with
+// T = 1024 in eight chunks of 128 rows they multiply Σ_c 128·128(c+1) =
+// 128²·36 (query, key) pairs, (n+1)/2n = 9/16 of the full T² product,
+// forward (two products) and backward (five). Each product is one GEMM
+// call per batch row (B = 2 ≤ KV = 4: a strided batch over the key/value
+// heads).
+func TestAttentionCausalChunks(t *testing.T) {
+	const B, T, NH, KV, HD = 2, 1024, 8, 4, 64
+	calls := traced(t, func(be *meta.Backend, alloc func(backend.Pool, backend.DType, int) backend.Buffer) {
+		qkv, out := alloc(backend.Device, backend.BF16, B*T*(NH+2*KV)*HD), alloc(backend.Device, backend.BF16, B*T*NH*HD)
+		lse := alloc(backend.Device, backend.F32, B*NH*T)
+		be.AttentionForward(out, lse, qkv, B, T, NH, KV, HD)
+		be.AttentionBackward(alloc(backend.Device, backend.BF16, B*T*(NH+2*KV)*HD), alloc(backend.Device, backend.BF16, B*T*NH*HD),
+			out, qkv, lse, B, T, NH, KV, HD)
+	})
+	if rows := costmodel.AttentionChunkRows(B, T, NH, HD, 2*4*B*KV*T*HD, costmodel.AttentionBudget); rows != 128 {
+		t.Fatalf("%d rows a chunk, want 128", rows)
+	}
+	full := 2.0 * B * NH * T * T * HD // one product over every (query, key) pair
+	for i, c := range calls {
+		var gemm float64
+		gemms := 0
+		for _, p := range mustParts(t, c) {
+			if strings.HasPrefix(p.Name, "GEMM") {
+				if p.Unit != costmodel.TensorBF16 {
+					t.Errorf("%s: %s on %s", c.Op, p.Name, p.Unit)
+				}
+				gemm += p.FLOPs
+				gemms += p.Calls
+			}
+		}
+		products := []float64{2, 5}[i]
+		if want := products * full * 9 / 16; gemm != want {
+			t.Errorf("%s: GEMM FLOPs %.6g, want %.0f products × 9/16 of %.6g", c.Op, gemm, products, full)
+		}
+		if want := int(products) * 8 * B; gemms != want {
+			t.Errorf("%s: %d GEMM calls, want %d", c.Op, gemms, want)
+		}
+	}
+}
+
+func mustParts(t *testing.T, c meta.Call) []costmodel.Part {
+	t.Helper()
+	parts, ok := costmodel.Parts(c)
+	if !ok {
+		t.Fatalf("%s has no formula", c.Op)
+	}
+	return parts
+}
