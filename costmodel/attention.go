@@ -25,7 +25,7 @@ const attMaxRows = 128
 // test there checks this copy against: the cost model cannot import a cgo
 // package.
 func AttentionChunkRows(B, T, NH, HD, fixed, budget int) int {
-	if T <= 0 || B <= 0 {
+	if T <= 0 || B <= 0 || NH <= 0 {
 		return max(T, 0)
 	}
 	limit := 1 << 12
@@ -111,7 +111,7 @@ func attentionForward(v view) []Part {
 		parts = append(parts, cast("qkv", v.len("qkv"), dt, a.gdt))
 	}
 	a.plan(v.dt("qkv"))
-	gs, odt := float64(a.gdt.Size()), a.resultType(v.dt("out"))
+	gs, odt := sizeOf(a.gdt), a.resultType(v.dt("out"))
 	directO := a.G == 1 && odt == v.dt("out")
 	var gather, s, softmax, pv, scatter Part
 	a.chunks(func(rows, cols int) {
@@ -124,9 +124,9 @@ func attentionForward(v view) []Part {
 		}
 		s.add(a.gemm("", flops, q*gs+kv*gs+4*cells))
 		softmax.add(Part{FLOPs: 6 * cells, Bytes: cells * (4 + gs), Calls: 1})
-		pv.add(a.gemm("", flops, cells*gs+kv*gs+q*float64(odt.Size())))
+		pv.add(a.gemm("", flops, cells*gs+kv*gs+q*sizeOf(odt)))
 		if !directO {
-			scatter.add(Part{Bytes: q * float64(odt.Size()+v.dt("out").Size()), Calls: 1})
+			scatter.add(Part{Bytes: q * (sizeOf(odt) + v.size("out")), Calls: 1})
 		}
 	})
 	parts = append(parts, gather.named("kernel attention gather q", CUDACores), s.named("GEMM S = scale·Q·Kᵀ", a.unit),
@@ -150,9 +150,9 @@ func attentionBackward(v view) []Part {
 	directDQ := a.G == 1 && ddt == dqdt
 	acc := a.plan(dqdt)
 	kvAll := float64(a.B * a.KV * a.T * a.HD)
-	gs := float64(a.gdt.Size())
+	gs := sizeOf(a.gdt)
 	// dK and dV are read and written by every chunk but the first.
-	dkvSize := float64(dqdt.Size())
+	dkvSize := sizeOf(dqdt)
 	if acc {
 		dkvSize = 4
 	}
@@ -180,14 +180,14 @@ func attentionBackward(v view) []Part {
 		}
 		dv.add(a.gemm("", flops, cells*gs+q*gs+rw*kv*dkvSize))
 		dk.add(a.gemm("", flops, cells*gs+q*gs+rw*kv*dkvSize))
-		dq.add(a.gemm("", flops, cells*gs+kv*gs+q*float64(ddt.Size())))
+		dq.add(a.gemm("", flops, cells*gs+kv*gs+q*sizeOf(ddt)))
 		if !directDQ {
-			scatter.add(Part{Bytes: q * float64(ddt.Size()+dqdt.Size()), Calls: 1})
+			scatter.add(Part{Bytes: q * (sizeOf(ddt) + sizeOf(dqdt)), Calls: 1})
 		}
 		first = false
 	})
 	if acc {
-		scatter.add(Part{Bytes: 2 * kvAll * float64(4+dqdt.Size()), Calls: 2})
+		scatter.add(Part{Bytes: 2 * kvAll * (4 + sizeOf(dqdt)), Calls: 2})
 	}
 	parts = append(parts, gather.named("kernel attention gather (D, q, dout)", CUDACores),
 		s.named("GEMM S = scale·Q·Kᵀ", a.unit), dp.named("GEMM dP = dO·Vᵀ", a.unit),

@@ -274,3 +274,39 @@ func mustParts(t *testing.T, c meta.Call) []costmodel.Part {
 	}
 	return parts
 }
+
+// FuzzParts: whatever dimensions and argument dtypes a traced call of a
+// known op carries, its parts have finite, non-negative FLOPs, bytes and
+// times, and pricing it does not panic.
+func FuzzParts(f *testing.F) {
+	f.Add(uint8(0), uint16(8), uint16(64), uint16(4), uint16(2), uint16(16), uint8(2), uint8(1))
+	f.Add(uint8(3), uint16(1), uint16(300), uint16(2), uint16(1), uint16(128), uint8(1), uint8(2))
+	ops := []string{"AttentionForward", "AttentionBackward", "MatmulForward", "MatmulBackward", "CrossEntropyForward",
+		"EncoderBackward", "LayerNormBackward", "Copy", "AdamW", "SwiGLUBackward"}
+	dts := []backend.DType{backend.F32, backend.BF16, backend.F16}
+	f.Fuzz(func(t *testing.T, op uint8, b, tt, nh, kv, hd uint16, dt1, dt2 uint8) {
+		B, T, NH, KV, HD := int(b%64), int(tt%8192), int(nh%64)+1, int(kv%64)+1, int(hd%512)+1
+		d1, d2 := dts[int(dt1)%len(dts)], dts[int(dt2)%len(dts)]
+		c := meta.Call{Op: ops[int(op)%len(ops)], Dims: []meta.Dim{{Name: "B", Value: B}, {Name: "T", Value: T},
+			{Name: "NH", Value: NH}, {Name: "KV", Value: KV}, {Name: "HD", Value: HD}, {Name: "N", Value: B * T},
+			{Name: "C", Value: HD}, {Name: "OC", Value: NH * HD}, {Name: "V", Value: HD}, {Name: "Vp", Value: HD}}}
+		for i, name := range []string{"qkv", "out", "dout", "dqkv", "lse", "inp", "weight", "dweight", "dinp", "logits",
+			"probs", "dst", "src", "param", "grad", "x"} {
+			dt := d1
+			if i%2 == 1 {
+				dt = d2
+			}
+			c.Args = append(c.Args, meta.Arg{Name: name, DType: dt, Len: B * T * (NH + 2*KV) * HD, Pool: backend.Device})
+		}
+		parts, _ := costmodel.Parts(c)
+		for _, p := range parts {
+			if !(p.FLOPs >= 0 && p.Bytes >= 0 && !math.IsInf(p.FLOPs+p.Bytes, 0)) || p.Calls < 0 {
+				t.Fatalf("%s: part %+v", c.Op, p)
+			}
+		}
+		g, _ := costmodel.LookupGPU("h100")
+		if r := costmodel.Estimate([]meta.Call{c}, g, 1); !(r.Seconds >= 0) || math.IsInf(r.Seconds, 0) {
+			t.Fatalf("%s: %g s", c.Op, r.Seconds)
+		}
+	})
+}

@@ -26,6 +26,9 @@ func (g *gemmOps) inputs(a, b string) (u Unit, aBytes, bBytes float64) {
 
 // f32 is the bytes of argument name as fp32, widening it once if needed.
 func (g *gemmOps) f32(name string) float64 {
+	if !g.v.has(name) {
+		return 0
+	}
 	n := g.v.len(name)
 	if dt := g.v.dt(name); dt != backend.F32 && !g.widened[name] {
 		g.widened[name] = true

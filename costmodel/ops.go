@@ -204,7 +204,19 @@ func (v view) has(name string) bool { _, ok := v.arg(name); return ok }
 // bytes is the named argument's size (0 when absent).
 func (v view) bytes(name string) float64 {
 	a, _ := v.arg(name)
-	return float64(a.Bytes())
+	return argBytes(a)
+}
+
+// argBytes is a's size, 0 for an absent argument or an unknown dtype.
+func argBytes(a meta.Arg) float64 { return float64(a.Len) * sizeOf(a.DType) }
+
+// sizeOf is dt's element size, 0 for the zero DType of an absent argument.
+func sizeOf(dt backend.DType) float64 {
+	switch dt {
+	case backend.F32, backend.BF16, backend.F16, backend.I32, backend.U16:
+		return float64(dt.Size())
+	}
+	return 0
 }
 
 func (v view) len(name string) int {
@@ -217,7 +229,7 @@ func (v view) dt(name string) backend.DType {
 	return a.DType
 }
 
-func (v view) size(name string) float64 { return float64(v.dt(name).Size()) }
+func (v view) size(name string) float64 { return sizeOf(v.dt(name)) }
 
 // onHost reports whether every buffer of the call is in a host pool: the
 // CUDA backend hands such ops to the CPU backend.
@@ -241,9 +253,9 @@ func (v view) kernel(name string, flopsPerElem float64) Part {
 	p := Part{Name: name, Unit: CUDACores, Calls: 1}
 	most := 0
 	for _, a := range v.Args {
-		p.Bytes += float64(a.Bytes())
+		p.Bytes += argBytes(a)
 		if a.Write && accumulates(a.Name) {
-			p.Bytes += float64(a.Bytes())
+			p.Bytes += argBytes(a)
 		}
 		most = max(most, a.Len)
 	}
@@ -253,7 +265,7 @@ func (v view) kernel(name string, flopsPerElem float64) Part {
 
 // cast is the Cast kernel that widens or narrows n elements.
 func cast(name string, n int, from, to backend.DType) Part {
-	return Part{Name: "kernel cast " + name, Unit: CUDACores, Bytes: float64(n) * float64(from.Size()+to.Size()), Calls: 1}
+	return Part{Name: "kernel cast " + name, Unit: CUDACores, Bytes: float64(n) * (sizeOf(from) + sizeOf(to)), Calls: 1}
 }
 
 // copyParts: a device copy (or a Cast kernel when the dtypes differ), or a
@@ -266,11 +278,11 @@ func copyParts(v view) []Part {
 	var parts []Part
 	switch {
 	case !dh && !sh && dst.DType == src.DType:
-		parts = append(parts, Part{Name: "copy device→device", Unit: CUDACores, Bytes: 2 * float64(dst.Bytes()), Calls: 1})
+		parts = append(parts, Part{Name: "copy device→device", Unit: CUDACores, Bytes: 2 * argBytes(dst), Calls: 1})
 	case !dh && !sh:
 		parts = append(parts, cast("copy", n, src.DType, dst.DType))
 	case !dh:
-		parts = append(parts, Part{Name: "copy host→device", Unit: Link, Bytes: float64(src.Bytes()), Calls: 1})
+		parts = append(parts, Part{Name: "copy host→device", Unit: Link, Bytes: argBytes(src), Calls: 1})
 		if dst.DType != src.DType {
 			parts = append(parts, cast("copy", n, src.DType, dst.DType))
 		}
@@ -278,7 +290,7 @@ func copyParts(v view) []Part {
 		if dst.DType != src.DType {
 			parts = append(parts, cast("copy", n, src.DType, dst.DType))
 		}
-		parts = append(parts, Part{Name: "copy device→host", Unit: Link, Bytes: float64(dst.Bytes()), Calls: 1})
+		parts = append(parts, Part{Name: "copy device→host", Unit: Link, Bytes: argBytes(dst), Calls: 1})
 	}
 	return parts
 }

@@ -69,7 +69,7 @@ const attMaxRows = 128
 // because the scratch allocator rounds requests up to one. The cost model
 // (package costmodel) mirrors this function; a test checks they agree.
 func AttentionChunkRows(B, T, NH, HD, fixed, budget int) int {
-	if T <= 0 || B <= 0 {
+	if T <= 0 || B <= 0 || NH <= 0 {
 		return max(T, 0)
 	}
 	limit := 1 << 12
