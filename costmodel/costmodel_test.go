@@ -310,3 +310,42 @@ func FuzzParts(f *testing.F) {
 		}
 	})
 }
+
+// The Llama family's ops (a Qwen3-0.6B layer's shapes: C 1024, 16 query
+// and 8 key/value heads of 128, SwiGLU 3072, B 4 × T 4096) all have
+// formulas, so a trace of that family's step is priced op by op as soon
+// as the model traces one; grouped attention runs on the tensor cores.
+func TestDecoderOpsArePriced(t *testing.T) {
+	const B, T, C, NH, KV, HD, I = 4, 4096, 1024, 16, 8, 128, 3072
+	const N, W = B * T, (NH + 2*KV) * HD
+	calls := traced(t, func(be *meta.Backend, alloc func(backend.Pool, backend.DType, int) backend.Buffer) {
+		bf := func(n int) backend.Buffer { return alloc(backend.Device, backend.BF16, n) }
+		f32 := func(n int) backend.Buffer { return alloc(backend.Device, backend.F32, n) }
+		x, h, rstd, w := bf(N*C), bf(N*C), f32(N), bf(C)
+		be.RMSNormForward(h, rstd, x, w, N, C, 1e-6)
+		qkv, wqkv := bf(N*W), bf(W*C)
+		be.MatmulForward(qkv, h, wqkv, backend.Buffer{}, N, C, W)
+		rot, rrstd, qn, kn, cos, sin := bf(N*W), f32(N*(NH+KV)), bf(HD), bf(HD), f32(T*HD/2), f32(T*HD/2)
+		be.QKVRotaryForward(rot, rrstd, qkv, qn, kn, cos, sin, B, T, NH, KV, HD, 1e-6)
+		att, lse := bf(N*NH*HD), f32(B*NH*T)
+		be.AttentionForward(att, lse, rot, B, T, NH, KV, HD)
+		be.AttentionBackward(bf(N*W), bf(N*NH*HD), att, rot, lse, B, T, NH, KV, HD)
+		up, act := bf(N*2*I), bf(N*I)
+		be.SwiGLUForward(act, up, N, I)
+		be.SwiGLUBackward(bf(N*2*I), bf(N*I), up, N, I)
+		be.RMSNormBackward(bf(N*C), f32(C), bf(N*C), x, w, rstd, N, C)
+		be.ResidualRMSNormForward(bf(N*C), bf(N*C), f32(N), x, h, w, N, C, 1e-6)
+	})
+	g, _ := costmodel.LookupGPU("h100")
+	r := costmodel.Estimate(calls, g, 0)
+	if r.UnmodelledCalls != 0 || len(r.Ops) != len(calls) {
+		t.Errorf("%d calls without a formula; ops %+v", r.UnmodelledCalls, r.Ops)
+	}
+	for _, c := range calls {
+		for _, p := range mustParts(t, c) {
+			if strings.HasPrefix(p.Name, "GEMM") && p.Unit != costmodel.TensorBF16 {
+				t.Errorf("%s: %s on %s", c.Op, p.Name, p.Unit)
+			}
+		}
+	}
+}
