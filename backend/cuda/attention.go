@@ -45,12 +45,14 @@ import (
 // Workspace: the chunk's rows are the most that fit attentionBudget with
 // the per-row cost of backward's worst case (fp32 S and dP, 16-bit P and
 // dS, three row-of-HD buffers, D), at most attMaxRows, so the workspace is
-// bounded whatever T is. dK and dV accumulate over chunks in fp32: in dqkv
-// itself when it is fp32, otherwise (a 16-bit dqkv and more than one
-// chunk) in fp32 accumulators of B·KV·T·HD each, set aside from the budget
-// first, as FlashAttention-2 keeps dQ. Activations cuBLAS cannot take as
-// they are (fp16, or a mix of bf16 and fp32) are widened to fp32 whole,
-// as the matmul does: that scratch is not part of the budget.
+// bounded whatever T is (given room for one row). dK and dV accumulate
+// over chunks in fp32: in dqkv itself when it is fp32, otherwise (a bf16
+// dqkv over several chunks, or an fp16 one, which cuBLAS cannot write) in
+// fp32 accumulators of B·KV·T·HD each, set aside from the budget first,
+// as FlashAttention-2 keeps dQ. Forward plans as backward does, so the
+// two borrow one scratch block of the same size. Activations cuBLAS cannot
+// take as they are (fp16, or a mix of bf16 and fp32) are widened to fp32
+// whole, as the matmul does: that scratch is not part of the budget.
 
 // attentionBudget is the default workspace budget of one attention call.
 const attentionBudget = 512 << 20
