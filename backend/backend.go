@@ -98,7 +98,10 @@ type Backend interface {
 	// h uses key/value head h/(NH/KV). out (B, T, NH·HD); lse (B, NH, T) is F32,
 	// the log-sum-exp of each query row's scaled scores, saved for backward.
 	// Scale 1/sqrt(HD). No (B, NH, T, T) buffer is held: memory is O(T) per head.
-	// NH must be a multiple of KV.
+	// NH must be a multiple of KV. In 16-bit storage a backend may round the
+	// probabilities (and backward's dS) to the storage dtype before it
+	// multiplies them on tensor cores, as FlashAttention does: each term of
+	// those sums then carries up to half an ulp more error.
 	AttentionForward(out, lse, qkv Buffer, B, T, NH, KV, HD int)
 	// AttentionBackward: dqkv (B, T, (NH+2·KV)·HD) = gradient w.r.t. qkv (=),
 	// with scores recomputed from qkv and lse; out and dout are the forward's

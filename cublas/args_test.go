@@ -44,6 +44,10 @@ func testGemmArgumentChecks(t *testing.T, e *mockEnv) {
 		{"overlapping C", func() error {
 			return e.h.GemmStridedBatchedEx(NoTrans, NoTrans, 2, 2, 2, 1, f(2), 4, f(2), 4, 0, f(2), 3, 2, Compute32F)
 		}, "overlap"},
+		{"side by side past ldc", func() error {
+			// Three 2-row outputs side by side need ldc ≥ 6.
+			return e.h.GemmStridedBatchedEx(NoTrans, NoTrans, 2, 2, 2, 1, f(2), 4, f(2), 4, 0, f(5), 2, 3, Compute32F)
+		}, "overlap"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

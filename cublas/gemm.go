@@ -35,7 +35,8 @@ func (h *Handle) GemmEx(transA, transB Op, m, n, k int, alpha float32, a, b Matr
 // (cublasGemmStridedBatchedEx): product i uses A at a.Ptr + i·strideA
 // elements, B at b.Ptr + i·strideB and C at c.Ptr + i·strideC. A stride of
 // 0 reuses one matrix for every product; C's stride must keep the outputs
-// apart (at least ldc·n).
+// apart: stacked (at least ldc·n), or side by side within C's columns (at
+// least m, the last output ending by ldc).
 func (h *Handle) GemmStridedBatchedEx(transA, transB Op, m, n, k int, alpha float32, a Matrix, strideA int64,
 	b Matrix, strideB int64, beta float32, c Matrix, strideC int64, batch int, compute ComputeType) error {
 	if h.h == nil {
@@ -45,7 +46,7 @@ func (h *Handle) GemmStridedBatchedEx(transA, transB Op, m, n, k int, alpha floa
 	if err := checkGemm(op, transA, transB, m, n, k, a, b, c, compute); err != nil {
 		return err
 	}
-	if err := checkStrides(op, n, c, strideA, strideB, strideC, batch); err != nil {
+	if err := checkStrides(op, m, n, c, strideA, strideB, strideC, batch); err != nil {
 		return err
 	}
 	st := C.gt_cublas_gemm_strided_batched_ex(&h.lib.fns, h.h, C.gt_cublasOperation_t(transA), C.gt_cublasOperation_t(transB),

@@ -22,6 +22,7 @@ func TestMockCUBLAS(t *testing.T) {
 		{"GemmRowMajor", testGemmRowMajor},
 		{"BF16RoundsToNearestEven", testGemmExBF16RoundsToNearestEven},
 		{"StridedBatched", testGemmStridedBatched},
+		{"StridedBatchedSideBySide", testGemmStridedBatchedSideBySide},
 		{"StreamAndMathMode", testStreamAndMathMode},
 		{"Workspace", testWorkspace},
 		{"ArgumentChecks", testGemmArgumentChecks},
@@ -361,6 +362,49 @@ func testGemmStridedBatched(t *testing.T, e *mockEnv) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// testGemmStridedBatchedSideBySide: a batch whose outputs sit side by side
+// in the columns of one row-major matrix (attention's per-head rows of a
+// token-major tensor: C is T×(H·d) with ld = H·d and head h's T×d block at
+// column h·d) is accepted and computes each block, leaving the padding
+// column past the last head alone.
+func testGemmStridedBatchedSideBySide(t *testing.T, e *mockEnv) {
+	const T, H, d, k = 5, 3, 4, 6
+	const ld = H*d + 1 // one padding column
+	r := rand.New(rand.NewPCG(9, 10))
+	a := make([]float32, H*T*k) // head h: T×k at h·T·k
+	b := make([]float32, H*k*d) // head h: k×d at h·k·d
+	c := make([]float32, T*ld)
+	for _, v := range [][]float32{a, b, c} {
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+	}
+	pa, pb, pc := upload(t, e.dev, a), upload(t, e.dev, b), upload(t, e.dev, c)
+	e.do(t, func(*cuda.Ctx) error {
+		return e.h.GemmStridedBatchedRowMajor(NoTrans, NoTrans, T, d, k, 1, Matrix{pa, R32F, k}, T*k,
+			Matrix{pb, R32F, d}, k*d, 0, Matrix{pc, R32F, ld}, d, H, Compute32F)
+	})
+	got := download[float32](t, e.dev, pc, T*ld)
+	for h := 0; h < H; h++ {
+		for i := 0; i < T; i++ {
+			for j := 0; j < d; j++ {
+				var want float64
+				for p := 0; p < k; p++ {
+					want += float64(a[h*T*k+i*k+p]) * float64(b[h*k*d+p*d+j])
+				}
+				if g := float64(got[i*ld+h*d+j]); math.Abs(g-want) > 1e-5*(1+math.Abs(want)) {
+					t.Errorf("head %d C(%d,%d) = %g, want %g", h, i, j, g, want)
+				}
+			}
+		}
+	}
+	for i := 0; i < T; i++ {
+		if got[i*ld+H*d] != c[i*ld+H*d] {
+			t.Errorf("padding column of row %d changed", i)
 		}
 	}
 }

@@ -67,8 +67,12 @@ func checkGemm(op string, transA, transB Op, m, n, k int, a, b, c Matrix, comput
 
 // checkStrides checks a strided batch: counts and strides fit cuBLAS's
 // types and are not negative, and the batch's outputs do not overlap (on a
-// GPU the batches run concurrently, so overlapping outputs race).
-func checkStrides(op string, n int, c Matrix, strideA, strideB, strideC int64, batch int) error {
+// GPU the batches run concurrently, so overlapping outputs race). Outputs
+// (m×n each, column-major with ldc) are apart when they are stacked
+// (strideC ≥ ldc·n) or side by side within each column (strideC ≥ m and
+// the last one ends by ldc): the second is how attention writes each
+// head's rows into its columns of a token-major tensor.
+func checkStrides(op string, m, n int, c Matrix, strideA, strideB, strideC int64, batch int) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidArgument, op, fmt.Sprintf(format, args...))
 	}
@@ -78,8 +82,15 @@ func checkStrides(op string, n int, c Matrix, strideA, strideB, strideC int64, b
 	if strideA < 0 || strideB < 0 || strideC < 0 {
 		return bad("strides %d, %d, %d: negative", strideA, strideB, strideC)
 	}
-	if batch > 1 && n > 0 && strideC < int64(c.LD)*int64(n) {
-		return bad("strideC=%d is less than ldc*n=%d: the batch's outputs would overlap", strideC, int64(c.LD)*int64(n))
+	if batch <= 1 || m == 0 || n == 0 {
+		return nil
+	}
+	ldc := int64(c.LD)
+	stacked := strideC >= ldc*int64(n)
+	sideBySide := strideC >= int64(m) && int64(batch-1)*strideC+int64(m) <= ldc
+	if !stacked && !sideBySide {
+		return bad("strideC=%d with m=%d, n=%d, ldc=%d and %d products: the batch's outputs would overlap "+
+			"(want strideC ≥ ldc·n, or strideC ≥ m with (batch−1)·strideC + m ≤ ldc)", strideC, m, n, ldc, batch)
 	}
 	return nil
 }

@@ -109,8 +109,13 @@ func roundTo(dt backend.DType, x float32) float32 {
 	return x
 }
 
-// tol is the llm.c-style acceptance rule: |got − want| ≤ abs + rel·|want|.
-type tol struct{ abs, rel float64 }
+// tol is the llm.c-style acceptance rule: |got − want| ≤ abs + rel·|want|,
+// plus elem[i] for element i when elem is set (a bound that differs by
+// element, such as the error an intermediate rounding allows).
+type tol struct {
+	abs, rel float64
+	elem     []float64
+}
 
 // relFor is the relative error a result stored in dt may carry beyond fp32
 // compute error: one rounding to dt (half an ulp) with margin.
@@ -166,6 +171,9 @@ func check(t *testing.T, name string, got, want []float64, tl tol) {
 	var bads []bad
 	for i := range got {
 		lim := tl.abs + tl.rel*math.Abs(want[i])
+		if tl.elem != nil {
+			lim += tl.elem[i]
+		}
 		d := math.Abs(got[i] - want[i])
 		if !(d <= lim) { // also catches NaN
 			bads = append(bads, bad{i, got[i], want[i], d / math.Max(lim, 1e-300)})

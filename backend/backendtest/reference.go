@@ -245,6 +245,63 @@ func RefAttentionBackward(dqkv, dout, out, qkv []float64, B, T, NH, KV, HD int) 
 	}
 }
 
+// RefAttentionRoundingBound sets, for each element of bOut (B,T,NH·HD;
+// skipped when nil) and of bD (B,T,(NH+2·KV)·HD; skipped when nil), the
+// sum of the magnitudes of the terms that rounding a probability or a dS
+// to 16 bits perturbs: out: Σ_u p·|v|; dV: Σ_t p·|dO|; dQ: scale·Σ_u
+// |dS|·|k|; dK: scale·Σ_t |dS|·|q|. A relative error of ε in each term
+// (a backend that rounds P and dS to bf16 for tensor-core products) moves
+// the element by at most ε times its bound. out is the stored output that
+// D = rowsum(dO∘out) reads (needed with bD).
+func RefAttentionRoundingBound(bOut, bD, qkv, dout, out []float64, B, T, NH, KV, HD int) {
+	l := refAttnLayout{T, NH, KV, HD}
+	scale := 1 / math.Sqrt(float64(HD))
+	if bD != nil {
+		clear(bD)
+	}
+	P := make([]float64, T)
+	for b := 0; b < B; b++ {
+		for h := 0; h < NH; h++ {
+			for t := 0; t < T; t++ {
+				l.probs(P, qkv, b, h, t)
+				if bOut != nil {
+					o := bOut[(b*T+t)*NH*HD+h*HD:][:HD]
+					clear(o)
+					for u := 0; u <= t; u++ {
+						for i, vi := range qkv[l.v(b, u, h):][:HD] {
+							o[i] += P[u] * math.Abs(vi)
+						}
+					}
+				}
+				if bD == nil {
+					continue
+				}
+				do := dout[(b*T+t)*NH*HD+h*HD:][:HD]
+				o := out[(b*T+t)*NH*HD+h*HD:][:HD]
+				D := 0.0
+				for i, di := range do {
+					D += di * o[i]
+				}
+				q, dq := qkv[l.q(b, t, h):][:HD], bD[l.q(b, t, h):][:HD]
+				for u := 0; u <= t; u++ {
+					v, k := qkv[l.v(b, u, h):][:HD], qkv[l.k(b, u, h):][:HD]
+					dP := 0.0
+					for i, di := range do {
+						dP += di * v[i]
+					}
+					dS := math.Abs(P[u] * (dP - D))
+					dk, dv := bD[l.k(b, u, h):][:HD], bD[l.v(b, u, h):][:HD]
+					for i := range HD {
+						dv[i] += P[u] * math.Abs(do[i])
+						dq[i] += dS * math.Abs(k[i]) * scale
+						dk[i] += dS * math.Abs(q[i]) * scale
+					}
+				}
+			}
+		}
+	}
+}
+
 // RefGeluForward: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 func RefGeluForward(out, inp []float64) {
 	k := math.Sqrt(2 / math.Pi)

@@ -2,12 +2,17 @@ package cuda
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/backendtest"
 	"github.com/gotrain/gotrain/backend/compare"
+	"github.com/gotrain/gotrain/costmodel"
+	"github.com/gotrain/gotrain/cuda/cudatest"
+	"github.com/gotrain/gotrain/kernels"
 )
 
 // upload puts vals into a new device buffer of dt on be.
@@ -63,47 +68,286 @@ func normals(r *rand.Rand, n int) []float32 {
 	return v
 }
 
-// A head size above the kernels' 256-column register chunk (HD = 300)
-// takes the chunked path of every weighted row sum, here with two query
-// heads sharing one key/value head; the results still match the CPU
-// backend, and a second run gives the same bits (no atomics, fixed
-// summation order).
+// attRun is one attention problem run forward and backward on a backend
+// with activations in dt and a workspace budget (CPU: ignored).
+type attRun struct {
+	B, T, NH, KV, HD int
+	dt               backend.DType
+	budget           int
+}
+
+func (a attRun) String() string {
+	return fmt.Sprintf("B%dT%dNH%dKV%dHD%d/%s", a.B, a.T, a.NH, a.KV, a.HD, a.dt)
+}
+
+// attResult is one run's inputs as stored and its outputs, as fp32.
+type attResult struct{ qkv, dout, out, lse, dqkv []float32 }
+
+// forward draws qkv and dout from seed, stores them in a.dt and runs the
+// forward pass.
+func (a attRun) forward(t *testing.T, be backend.Backend, seed uint64) attResult {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, uint64(a.T)))
+	nqkv, nout := a.B*a.T*(a.NH+2*a.KV)*a.HD, a.B*a.T*a.NH*a.HD
+	qkv, dout := upload(t, be, a.dt, normals(r, nqkv)), upload(t, be, a.dt, normals(r, nout))
+	o := upload(t, be, a.dt, make([]float32, nout))
+	l := upload(t, be, backend.F32, make([]float32, a.B*a.NH*a.T))
+	if g, ok := be.(*Backend); ok {
+		g.attentionForward(o, l, qkv, a.B, a.T, a.NH, a.KV, a.HD, a.budget)
+	} else {
+		be.AttentionForward(o, l, qkv, a.B, a.T, a.NH, a.KV, a.HD)
+	}
+	return attResult{qkv: download(t, be, qkv), dout: download(t, be, dout), out: download(t, be, o), lse: download(t, be, l)}
+}
+
+// backward runs the backward pass on in's qkv, dout, out and lse (so two
+// backends' gradients are compared on the same inputs, whatever their
+// forward outputs' last bits) and returns dqkv.
+func (a attRun) backward(t *testing.T, be backend.Backend, in attResult) []float32 {
+	t.Helper()
+	qkv, dout, o := upload(t, be, a.dt, in.qkv), upload(t, be, a.dt, in.dout), upload(t, be, a.dt, in.out)
+	l := upload(t, be, backend.F32, in.lse)
+	d := upload(t, be, a.dt, make([]float32, len(in.qkv)))
+	if g, ok := be.(*Backend); ok {
+		g.attentionBackward(d, dout, o, qkv, l, a.B, a.T, a.NH, a.KV, a.HD, a.budget)
+	} else {
+		be.AttentionBackward(d, dout, o, qkv, l, a.B, a.T, a.NH, a.KV, a.HD)
+	}
+	if err := be.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return download(t, be, d)
+}
+
+// compareWithCPU runs a on this backend g and on the CPU backend: the
+// forward passes from the same inputs, the backward passes from the same
+// inputs and the CPU's out and lse.
+func (a attRun) compareWithCPU(t *testing.T, g *Backend, seed uint64) {
+	t.Helper()
+	gr, cr := a.forward(t, g, seed), a.forward(t, newHost(), seed)
+	gr.dqkv, cr.dqkv = a.backward(t, g, cr), a.backward(t, newHost(), cr)
+	a.agreeAttention(t, gr, cr)
+}
+
+// agreeAttention compares this backend's run g with the CPU backend's c
+// on the same inputs. fp32: the comparison suite's tolerance. 16-bit: this
+// backend rounds the probabilities and dS to bf16 for its tensor-core
+// GEMMs (backend.go), so each element may differ by 2^-8 (two half ulps)
+// of the magnitudes of the terms those roundings perturb
+// (backendtest.RefAttentionRoundingBound) and of itself, on top of the
+// fp32 tolerance.
+func (a attRun) agreeAttention(t *testing.T, g, c attResult) {
+	t.Helper()
+	agree(t, "lse", g.lse, c.lse, compare.Tol(backend.F32))
+	if a.dt == backend.F32 {
+		agree(t, "out", g.out, c.out, compare.Tol(backend.F32))
+		agree(t, "dqkv", g.dqkv, c.dqkv, compare.Tol(backend.F32))
+		return
+	}
+	f64 := func(v []float32) []float64 {
+		out := make([]float64, len(v))
+		for i, x := range v {
+			out[i] = float64(x)
+		}
+		return out
+	}
+	bOut, bD := make([]float64, len(c.out)), make([]float64, len(c.dqkv))
+	backendtest.RefAttentionRoundingBound(bOut, bD, f64(c.qkv), f64(c.dout), f64(c.out), a.B, a.T, a.NH, a.KV, a.HD)
+	within := func(name string, got, want []float32, bound []float64) {
+		var ss float64
+		for _, w := range want {
+			ss += float64(w) * float64(w)
+		}
+		rms := math.Sqrt(ss / float64(max(len(want), 1)))
+		bad := 0
+		for i, w := range want {
+			lim := 0x1p-8*(bound[i]+math.Abs(float64(w))) + compare.Tol(backend.F32)*(rms+math.Abs(float64(w)))
+			if d := math.Abs(float64(got[i]) - float64(w)); !(d <= lim) {
+				if bad < 5 {
+					t.Errorf("%s[%d]: gpu %g, cpu %g (bound %.3g)", name, i, got[i], w, lim)
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d of %d elements differ", name, bad, len(want))
+		}
+	}
+	within("out", g.out, c.out, bOut)
+	within("dqkv", g.dqkv, c.dqkv, bD)
+}
+
+// Attention through cuBLAS on an emulated GPU gives what the CPU
+// backend's memory-efficient attention gives, forward and backward, at
+// one row, an odd length and 300 rows (three chunks of 128, the last
+// partial), with grouped key/value heads (two and four query heads a
+// group, and none) at head sizes 64 and 128 and also 32, 80 and 96: fp32
+// to fp32 rounding, bf16 within bf16 tolerance. A budget too small for
+// more than 16 rows a chunk (19 chunks at T = 300, dK and dV accumulated
+// in fp32 across them) gives the same answers.
+func TestAttentionMatchesCPU(t *testing.T) {
+	e := newEnv(t)
+	var runs []attRun
+	for _, dt := range []backend.DType{backend.F32, backend.BF16} {
+		for _, T := range []int{1, 37} {
+			for _, hk := range [][3]int{{64, 4, 2}, {128, 4, 1}, {32, 2, 2}, {80, 4, 2}, {96, 3, 1}} {
+				runs = append(runs, attRun{B: 2, T: T, HD: hk[0], NH: hk[1], KV: hk[2], dt: dt, budget: attentionBudget})
+			}
+		}
+		runs = append(runs,
+			attRun{B: 1, T: 300, NH: 4, KV: 2, HD: 64, dt: dt, budget: attentionBudget},
+			attRun{B: 1, T: 300, NH: 2, KV: 1, HD: 128, dt: dt, budget: attentionBudget},
+			attRun{B: 1, T: 300, NH: 4, KV: 2, HD: 64, dt: dt, budget: 300 << 10},
+			attRun{B: 2, T: 37, NH: 2, KV: 2, HD: 64, dt: dt, budget: 1},
+		)
+	}
+	for i, a := range runs {
+		name := a.String()
+		if a.budget != attentionBudget {
+			name += fmt.Sprintf("/budget%d/rows%d", a.budget, AttentionChunkRows(a.B, a.T, a.NH, a.HD, 0, a.budget))
+		}
+		t.Run(name, func(t *testing.T) { a.compareWithCPU(t, e.backend(t), uint64(i)) })
+	}
+}
+
+// A head size of 300 (no multiple of 8, wider than any tile) with two
+// query heads a group matches the CPU backend, and a second run gives the
+// same bits: every sum has a fixed order (no atomics; a group's dK and dV
+// are one GEMM's reduction).
 func TestAttentionWideHeadsMatchCPUAndRepeat(t *testing.T) {
 	e := newEnv(t)
-	const B, T, NH, KV, HD = 1, 6, 2, 1, 300
-	nqkv, nout := B*T*(NH+2*KV)*HD, B*T*NH*HD
 	for _, dt := range []backend.DType{backend.F32, backend.BF16} {
-		g, c := e.backend(t), newHost()
-		r := rand.New(rand.NewPCG(4, uint64(dt)))
-		qkvV, doutV := normals(r, nqkv), normals(r, nout)
-		run := func(be backend.Backend) (out, lse, dqkv backend.Buffer) {
-			qkv, dout := upload(t, be, dt, qkvV), upload(t, be, dt, doutV)
-			out = upload(t, be, dt, make([]float32, nout))
-			lse = upload(t, be, backend.F32, make([]float32, B*NH*T))
-			dqkv = upload(t, be, dt, make([]float32, nqkv))
-			be.AttentionForward(out, lse, qkv, B, T, NH, KV, HD)
-			be.AttentionBackward(dqkv, dout, out, qkv, lse, B, T, NH, KV, HD)
-			if err := be.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			return out, lse, dqkv
-		}
-		gOut, gLse, gD := run(g)
-		cOut, cLse, cD := run(c)
-		agree(t, dt.String()+" out", download(t, g, gOut), download(t, c, cOut), compare.Tol(dt))
-		agree(t, "lse", download(t, g, gLse), download(t, c, cLse), compare.Tol(backend.F32))
-		agree(t, dt.String()+" dqkv", download(t, g, gD), download(t, c, cD), compare.Tol(dt))
-
-		_, _, again := run(g)
-		first, second := make([]byte, gD.Bytes()), make([]byte, again.Bytes())
-		if err := g.Download(first, gD); err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Download(second, again); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(first, second) {
+		a := attRun{B: 1, T: 6, NH: 2, KV: 1, HD: 300, dt: dt, budget: attentionBudget}
+		g := e.backend(t)
+		a.compareWithCPU(t, g, 4)
+		in := a.forward(t, g, 5)
+		if first, again := a.backward(t, g, in), a.backward(t, g, in); !bytes.Equal(f32Bytes(first), f32Bytes(again)) {
 			t.Errorf("%s: two runs of attention backward differ in their bits", dt)
 		}
 	}
+}
+
+// The workspace attention borrows is bounded by its budget, whatever T
+// is: with a 1 MiB budget, T = 300 and T = 1024 both stay within it (the
+// longer sequence takes more, smaller chunks, and sets aside its fp32 dK,
+// dV accumulators first). The mocks count the structure of a call after
+// the first: no allocation (the workspace is reused); per chunk two
+// bf16 GEMMs forward and five backward, one call each (B = 1 ≤ KV: one
+// strided batch over the key/value heads), no fp32 GEMM; per chunk the
+// gather, softmax and scatter kernels forward, gather, P/dS and scatter
+// backward, plus the two scatters of the accumulated dK and dV.
+func TestAttentionWorkspaceBoundedByBudget(t *testing.T) {
+	cnt := cudatest.NewCounters(t)
+	e := newEnv(t)
+	const budget = 1 << 20
+	const B, NH, KV, HD = 1, 2, 1, 64
+	peak := map[int]int64{}
+	for _, T := range []int{300, 1024} {
+		a := attRun{B: B, T: T, NH: NH, KV: KV, HD: HD, dt: backend.BF16, budget: budget}
+		g := e.backend(t)
+		r := rand.New(rand.NewPCG(1, 2))
+		nqkv, nout := B*T*(NH+2*KV)*HD, B*T*NH*HD
+		qkv, dout := upload(t, g, a.dt, normals(r, nqkv)), upload(t, g, a.dt, normals(r, nout))
+		o, d := upload(t, g, a.dt, make([]float32, nout)), upload(t, g, a.dt, make([]float32, nqkv))
+		l := upload(t, g, backend.F32, make([]float32, B*NH*T))
+		if err := g.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		g.ResetPeak()
+		held := g.Memory().PoolTotal(backend.Device)
+		step := func() (fwd, bwd cudatest.Counts) {
+			c0 := cnt.Snapshot(t)
+			g.attentionForward(o, l, qkv, B, T, NH, KV, HD, budget)
+			if err := g.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			c1 := cnt.Snapshot(t)
+			g.attentionBackward(d, dout, o, qkv, l, B, T, NH, KV, HD, budget)
+			if err := g.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			return c1.Sub(c0), cnt.Snapshot(t).Sub(c1)
+		}
+		step()
+		peak[T] = g.Memory().Peak[backend.Device] - held
+		if peak[T] > budget {
+			t.Errorf("T=%d: attention took %d bytes of workspace, budget %d", T, peak[T], budget)
+		}
+		// A second call reuses the workspace: the structure of every call
+		// after the first.
+		fwd, bwd := step()
+		rows, acc := attPlan(B, T, NH, KV, HD, kernels.BF16, kernels.BF16, budget)
+		if acc == 0 {
+			t.Fatalf("T=%d: a bf16 dqkv in %d-row chunks should accumulate in fp32", T, rows)
+		}
+		cf := int64((T + rows - 1) / rows)
+		cb := cf
+		for _, c := range []struct {
+			name      string
+			got, want int64
+		}{
+			{"forward bf16 GEMMs", fwd.GEMMs[cudatest.InBF16][cudatest.Compute32F], 2 * cf},
+			{"forward kernels", fwd.Launches, 3 * cf},
+			{"backward bf16 GEMMs", bwd.GEMMs[cudatest.InBF16][cudatest.Compute32F], 5 * cb},
+			{"backward kernels", bwd.Launches, 3*cb + 2},
+			{"fp32 GEMMs", fwd.GEMMCalls(cudatest.InF32) + bwd.GEMMCalls(cudatest.InF32), 0},
+			{"allocations", fwd.Allocations() + bwd.Allocations(), 0},
+		} {
+			if c.got != c.want {
+				t.Errorf("T=%d: %s: %d, want %d", T, c.name, c.got, c.want)
+			}
+		}
+		t.Logf("T=%d: %d bytes of workspace (budget %d); %d chunks forward, %d backward; forward %s; backward %s",
+			T, peak[T], budget, cf, cb, fwd.StepLine("bf16"), bwd.StepLine("bf16"))
+	}
+	if peak[1024] <= 0 || peak[300] <= 0 {
+		t.Errorf("no workspace measured: %v", peak)
+	}
+}
+
+// The cost model's copy of the chunk planner agrees with this one.
+func TestAttentionChunkRowsMatchCostModel(t *testing.T) {
+	for _, c := range [][6]int{{8, 1024, 12, 64, 0, attentionBudget}, {4, 4096, 16, 128, 2 * 4 * 4 * 8 * 4096 * 128, attentionBudget},
+		{1, 1, 1, 1, 0, 1}, {2, 300, 4, 64, 0, 300 << 10}, {3, 100000, 40, 256, 1 << 20, 1 << 30}} {
+		if got, want := AttentionChunkRows(c[0], c[1], c[2], c[3], c[4], c[5]), costmodel.AttentionChunkRows(c[0], c[1], c[2], c[3], c[4], c[5]); got != want {
+			t.Errorf("%v: backend %d rows, cost model %d", c, got, want)
+		}
+	}
+	if costmodel.AttentionBudget != attentionBudget {
+		t.Errorf("cost model budget %d, backend %d", costmodel.AttentionBudget, attentionBudget)
+	}
+}
+
+// FuzzAttentionChunkRows: for any shape and budget the planner gives
+// between 1 and min(T, 128) rows, a multiple of 16 unless it is T or
+// below 16, a workspace (rows at the worst case's cost, the set-aside
+// bytes and the alignment slack) within the budget's power of two
+// whenever one row fits it, and the cost model's answer.
+func FuzzAttentionChunkRows(f *testing.F) {
+	f.Add(uint16(8), uint32(1024), uint16(12), uint16(64), uint32(0), uint32(attentionBudget))
+	f.Add(uint16(1), uint32(300), uint16(2), uint16(64), uint32(153600), uint32(1<<20))
+	f.Add(uint16(4), uint32(4096), uint16(16), uint16(128), uint32(1<<27), uint32(1<<29))
+	f.Fuzz(func(t *testing.T, b16 uint16, t32 uint32, nh16, hd16 uint16, fixed32, budget32 uint32) {
+		B, T, NH, HD := int(b16%64)+1, int(t32%(1<<17))+1, int(nh16%128)+1, int(hd16%512)+1
+		fixed, budget := int(fixed32%(1<<30)), int(budget32)
+		rows := AttentionChunkRows(B, T, NH, HD, fixed, budget)
+		if rows < 1 || rows > min(T, attMaxRows) {
+			t.Fatalf("B%d T%d NH%d HD%d fixed %d budget %d: %d rows", B, T, NH, HD, fixed, budget, rows)
+		}
+		if rows != T && rows > 16 && rows%16 != 0 {
+			t.Fatalf("%d rows of %d: not a multiple of 16", rows, T)
+		}
+		limit := 1 << 12
+		for limit*2 <= budget {
+			limit *= 2
+		}
+		need := func(r int) int { return r*attRowBytes(B, T, NH, HD) + fixed + attSlack }
+		if need(1) <= limit && need(rows) > limit {
+			t.Fatalf("B%d T%d NH%d HD%d fixed %d budget %d: %d rows need %d bytes, more than %d", B, T, NH, HD, fixed, budget,
+				rows, need(rows), limit)
+		}
+		if c := costmodel.AttentionChunkRows(B, T, NH, HD, fixed, budget); c != rows {
+			t.Fatalf("cost model %d rows, backend %d", c, rows)
+		}
+	})
 }

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/meta"
 	"github.com/gotrain/gotrain/blas"
 	"github.com/gotrain/gotrain/config"
+	"github.com/gotrain/gotrain/costmodel"
 	"github.com/gotrain/gotrain/metrics"
 	"github.com/gotrain/gotrain/model"
 	"github.com/gotrain/gotrain/trainer"
@@ -22,7 +25,11 @@ func benchCommand() *cli.Command {
 		Usage: "time training steps of a model on one device: tokens/s and MFU",
 		Description: "Runs forward, backward and an AdamW step on random tokens (no data needed) with one device,\n" +
 			"after one untimed warm-up step. MFU is 6·N + attention FLOPs per token over the device's peak: the\n" +
-			"bf16 tensor-core peak of known GPUs, the measured sgemm roofline on the CPU, or --peak-flops.",
+			"bf16 tensor-core peak of known GPUs, the measured sgemm roofline on the CPU, or --peak-flops.\n\n" +
+			"With --dry-run nothing runs on a device: the trainer's real step runs on the accounting backend, and a\n" +
+			"cost model prices every kernel and GEMM the CUDA backend would launch at the published peaks of\n" +
+			"--gpu (roofline: the larger of FLOPs over peak and bytes over bandwidth). It prints a per-op table,\n" +
+			"the step time and MFU. These are a cost model's upper bounds, never a measurement.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "device", Value: "auto", Usage: "cpu, cuda or auto"},
 			&cli.StringFlag{Name: "model", Value: "gpt2", Usage: "preset or config.json"},
@@ -33,12 +40,17 @@ func benchCommand() *cli.Command {
 			&cli.BoolFlag{Name: "gradient-checkpointing", Usage: "recompute activations in backward"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.Float64Flag{Name: "peak-flops", Usage: "the device's peak FLOP/s for MFU (0: known GPU table or measured CPU roofline)"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "run nothing on a device: price the CUDA backend's step with the cost model (an upper bound, not a measurement)"},
+			&cli.StringFlag{Name: "gpu", Value: "h100", Usage: "with --dry-run, the GPU whose published peaks the cost model uses: " + strings.Join(gpuKeys(), ", ")},
 		},
 		Action: runBench,
 	}
 }
 
 func runBench(c *cli.Context) error {
+	if c.Bool("dry-run") {
+		return runBenchDry(c)
+	}
 	w := c.App.Writer
 	device, note, err := resolveDevice(c.String("device"), 1)
 	if err != nil {
@@ -47,23 +59,11 @@ func runBench(c *cli.Context) error {
 	if note != "" {
 		fmt.Fprintf(c.App.ErrWriter, "info: --device auto chose the CPU: %s\n", note)
 	}
-	cfg, err := model.ByName(c.String("model"))
+	cfg, B, T, dt, err := benchShape(c)
 	if err != nil {
-		return fmt.Errorf("--model: %w", err)
+		return err
 	}
-	B, T, steps := c.Int("batch"), c.Int("seq-len"), c.Int("steps")
-	if B < 1 || T < 1 || T > cfg.MaxT || steps < 1 {
-		return fmt.Errorf("bench: need batch ≥ 1, 1 ≤ seq-len ≤ %d (the model's context) and steps ≥ 1", cfg.MaxT)
-	}
-	var dt backend.DType
-	switch c.String("dtype") {
-	case "fp32":
-		dt = backend.F32
-	case "bf16":
-		dt = backend.BF16
-	default:
-		return fmt.Errorf("--dtype %q: want fp32 or bf16", c.String("dtype"))
-	}
+	steps := c.Int("steps")
 	threads := c.Int("threads")
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
@@ -110,6 +110,89 @@ func runBench(c *cli.Context) error {
 	return nil
 }
 
+// benchShape reads the model, batch, sequence length, step count and
+// dtype flags.
+func benchShape(c *cli.Context) (cfg model.Config, B, T int, dt backend.DType, err error) {
+	cfg, err = model.ByName(c.String("model"))
+	if err != nil {
+		return cfg, 0, 0, 0, fmt.Errorf("--model: %w", err)
+	}
+	B, T = c.Int("batch"), c.Int("seq-len")
+	if B < 1 || T < 1 || T > cfg.MaxT || c.Int("steps") < 1 {
+		return cfg, 0, 0, 0, fmt.Errorf("bench: need batch ≥ 1, 1 ≤ seq-len ≤ %d (the model's context) and steps ≥ 1", cfg.MaxT)
+	}
+	switch c.String("dtype") {
+	case "fp32":
+		dt = backend.F32
+	case "bf16":
+		dt = backend.BF16
+	default:
+		return cfg, 0, 0, 0, fmt.Errorf("--dtype %q: want fp32 or bf16", c.String("dtype"))
+	}
+	return cfg, B, T, dt, nil
+}
+
+// runBenchDry is bench --dry-run: the trainer's step on backend/meta,
+// traced, priced by the cost model for --gpu.
+func runBenchDry(c *cli.Context) error {
+	if d := c.String("device"); d != "cuda" && d != "auto" {
+		return fmt.Errorf("bench --dry-run prices the CUDA backend's step: use --device cuda (or auto), not %q", d)
+	}
+	gpu, err := costmodel.LookupGPU(c.String("gpu"))
+	if err != nil {
+		return fmt.Errorf("--gpu: %w", err)
+	}
+	cfg, B, T, dt, err := benchShape(c)
+	if err != nil {
+		return err
+	}
+	trace, err := traceStep(cfg, B, T, dt, c.Bool("gradient-checkpointing"))
+	if err != nil {
+		return err
+	}
+	rep := costmodel.Estimate(trace, gpu, cfg.FlopsPerToken(T)*float64(B*T))
+	what := fmt.Sprintf("%s (%s parameters), B %d × T %d, %s", c.String("model"), groupDigits(int64(cfg.NumParams())), B, T, dt)
+	return rep.Write(c.App.Writer, what, 0)
+}
+
+// traceStep runs two training steps on the accounting backend and returns
+// the ops of the second: the first builds what a step grows into (its
+// trace would carry that), the second is every step after it.
+func traceStep(cfg model.Config, B, T int, dt backend.DType, ckpt bool) ([]meta.Call, error) {
+	be := meta.New(meta.Options{Name: "cuda (cost model)", Trace: true})
+	obs := &stepTracer{be: be}
+	if _, err := runBenchTrainer(be, cfg, B, T, 2, dt, ckpt, obs); err != nil {
+		return nil, err
+	}
+	if obs.trace == nil {
+		return nil, fmt.Errorf("bench --dry-run: the trainer took no second step to trace")
+	}
+	return obs.trace, nil
+}
+
+// stepTracer keeps the trace of step 2.
+type stepTracer struct {
+	be    *meta.Backend
+	trace []meta.Call
+}
+
+func (s *stepTracer) ObserveStep(rec metrics.StepRecord, _ backend.MemoryStats, _ metrics.CommCounters) {
+	switch rec.Step {
+	case 1:
+		s.be.ResetTrace()
+	case 2:
+		s.trace = s.be.Trace()
+	}
+}
+
+func gpuKeys() []string {
+	var keys []string
+	for _, g := range costmodel.GPUs() {
+		keys = append(keys, g.Key)
+	}
+	return keys
+}
+
 type benchResult struct {
 	stepSec, tokensPerSec float64
 	actBytes              int64
@@ -120,31 +203,40 @@ type benchResult struct {
 // fp32 master and moments) after one warm-up step: the trainer's own step,
 // one rank at ZeRO stage 0, on a fixed batch of random tokens.
 func benchSteps(be backend.Backend, cfg model.Config, B, T, steps int, dt backend.DType, ckpt bool) (benchResult, error) {
+	res, err := runBenchTrainer(be, cfg, B, T, steps+1, dt, ckpt, nil)
+	if err != nil {
+		return benchResult{}, err
+	}
+	act := res.Memory.Current[backend.Device][backend.Activations]
+	return benchResult{stepSec: float64(B*T) / res.TokensPerSecond, tokensPerSec: res.TokensPerSecond, actBytes: act, loss: res.FinalLoss}, nil
+}
+
+// runBenchTrainer runs the trainer for steps steps on one rank at ZeRO
+// stage 0 with a fixed batch of random tokens.
+func runBenchTrainer(be backend.Backend, cfg model.Config, B, T, steps int, dt backend.DType, ckpt bool,
+	obs trainer.Observer) (*trainer.Result, error) {
 	js := fmt.Sprintf(`{"train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": 1,
 		"optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0}},
 		"bf16": {"enabled": %t}}`, B, dt == backend.BF16)
 	dsc, err := config.Parse("(bench)", []byte(js), config.Options{Strict: true})
 	if err != nil {
-		return benchResult{}, err
+		return nil, err
 	}
 	batch, err := dsc.Resolve(1)
 	if err != nil {
-		return benchResult{}, err
+		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	tokens := make([]int32, B*T+1)
 	for i := range tokens {
 		tokens[i] = int32(rng.IntN(cfg.V))
 	}
-	res, err := trainer.Run(context.Background(), be, trainer.Options{
-		Config: dsc, Batch: batch, Model: cfg, Seed: 1, SeqLen: T, MaxSteps: steps + 1,
-		Batches: fixedBatch(tokens), Checkpoint: ckpt,
-	})
-	if err != nil {
-		return benchResult{}, err
+	o := trainer.Options{Config: dsc, Batch: batch, Model: cfg, Seed: 1, SeqLen: T, MaxSteps: steps,
+		Batches: fixedBatch(tokens), Checkpoint: ckpt}
+	if obs != nil {
+		o.Observer = obs
 	}
-	act := res.Memory.Current[backend.Device][backend.Activations]
-	return benchResult{stepSec: float64(B*T) / res.TokensPerSecond, tokensPerSec: res.TokensPerSecond, actBytes: act, loss: res.FinalLoss}, nil
+	return trainer.Run(context.Background(), be, o)
 }
 
 // fixedBatch serves the same B·T+1 tokens as every micro-batch.

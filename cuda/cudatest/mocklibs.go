@@ -18,6 +18,8 @@ var (
 	mockCUBLASLtSource []byte
 	//go:embed testdata/mock_gemm.h
 	mockGEMMHeader []byte
+	//go:embed testdata/mock_counters.h
+	mockCountersHeader []byte
 	//go:embed testdata/mock_nccl.c
 	mockNCCLSource []byte
 )
@@ -53,8 +55,9 @@ func BuildMockNCCL(t testing.TB, defines ...string) string {
 	return buildMock(t, "libnccl.so.2", mockNCCLSource, defines, "-lpthread", "-lm")
 }
 
-// buildMock writes source and the shared header next to each other in a
-// temporary directory, so that #include "mock_gemm.h" resolves, and
+// buildMock writes source and the shared headers next to each other in a
+// temporary directory, so that #include "mock_gemm.h" and
+// "mock_counters.h" resolve, and
 // compiles the shared library name there with the mock driver's warning
 // flags.
 func buildMock(t testing.TB, name string, source []byte, defines []string, libs ...string) string {
@@ -65,7 +68,8 @@ func buildMock(t testing.TB, name string, source []byte, defines []string, libs 
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, name+".c")
-	for path, data := range map[string][]byte{src: source, filepath.Join(dir, "mock_gemm.h"): mockGEMMHeader} {
+	for path, data := range map[string][]byte{src: source, filepath.Join(dir, "mock_gemm.h"): mockGEMMHeader,
+		filepath.Join(dir, "mock_counters.h"): mockCountersHeader} {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatalf("write mock source: %v", err)
 		}

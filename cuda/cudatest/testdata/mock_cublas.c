@@ -17,6 +17,10 @@
  * the pointer and size arrived, and that nothing beyond the size is
  * touched.
  *
+ * Every accepted GEMM call is counted by input and compute type in the
+ * structure counters (mock_counters.h), when GOTRAIN_MOCK_COUNTERS names
+ * their file.
+ *
  * Build options: -DMOCK_CUBLAS_MAJOR/MINOR/PATCH (default 12.3.4), the
  * version cublasGetProperty and cublasGetVersion_v2 report;
  * -DMOCK_NO_STATUS_STRING leaves out cublasGetStatusString and
@@ -26,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mock_counters.h"
 #include "mock_gemm.h"
 
 #ifndef MOCK_CUBLAS_MAJOR
@@ -239,6 +244,7 @@ EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, int ta, int tb, int m, int 
 	if (rc != CUBLAS_STATUS_SUCCESS) {
 		return rc;
 	}
+	mock_count_gemm(at, compute, 1);
 	if (m == 0 || n == 0) {
 		return CUBLAS_STATUS_SUCCESS;
 	}
@@ -260,6 +266,7 @@ EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, int ta, int t
 	if (batch < 0) {
 		return CUBLAS_STATUS_INVALID_VALUE;
 	}
+	mock_count_gemm(at, compute, batch);
 	if (m == 0 || n == 0 || batch == 0) {
 		return CUBLAS_STATUS_SUCCESS;
 	}

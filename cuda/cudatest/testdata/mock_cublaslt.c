@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mock_counters.h"
 #include "mock_gemm.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -255,6 +256,7 @@ EXPORT int cublasLtMatmul(struct lt_handle *h, struct lt_desc *d, const void *al
 	if (c->ld != dl->ld) {
 		return ST_NOT_SUPPORTED;
 	}
+	mock_count_gemm(a->type, d->compute, 1);
 	uint64_t k = d->transa ? a->rows : a->cols;
 	mock_gemm(d->transa != 0, d->transb != 0, (int64_t)dl->rows, (int64_t)dl->cols, (int64_t)k,
 	          *(const float *)alpha, A, a->type, a->ld, B, b->type, b->ld, *(const float *)beta, C, D, dl->type, dl->ld,

@@ -29,7 +29,9 @@
  * devices, odd ones sm_90 (see cudatest.MockDeviceSpec).
  * GOTRAIN_MOCK_CUDA_MEMORY, read at cuInit, caps every device's memory at
  * that many bytes (below the spec's total), so tests can run a device out
- * of memory.
+ * of memory. GOTRAIN_MOCK_COUNTERS names the file of structure counters
+ * (mock_counters.h): synchronisations, blocking copies, allocations and
+ * launches are counted there.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -39,6 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "mock_counters.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -393,7 +397,13 @@ CUresult cuCtxGetCurrent(void **pctx) {
 	return OK;
 }
 
-CUresult cuCtxSynchronize(void) { return need_ctx(); }
+CUresult cuCtxSynchronize(void) {
+	CUresult r = need_ctx();
+	if (r == OK) {
+		mock_count(MOCK_CNT_CTX_SYNC, 1);
+	}
+	return r;
+}
 
 /* ---- memory -------------------------------------------------------------- */
 
@@ -472,20 +482,39 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
 	CUresult r = do_alloc(&p, n, 0);
 	if (r == OK) {
 		*dptr = (CUdeviceptr)(uintptr_t)p;
+		mock_count(MOCK_CNT_ALLOC, 1);
 	}
 	return r;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr p) {
 	CUresult r = need_ctx();
-	return r != OK ? r : do_free((void *)(uintptr_t)p, 0);
+	if (r == OK) {
+		r = do_free((void *)(uintptr_t)p, 0);
+	}
+	if (r == OK) {
+		mock_count(MOCK_CNT_FREE, 1);
+	}
+	return r;
 }
 
-CUresult cuMemAllocHost_v2(void **pp, size_t n) { return do_alloc(pp, n, 1); }
+CUresult cuMemAllocHost_v2(void **pp, size_t n) {
+	CUresult r = do_alloc(pp, n, 1);
+	if (r == OK) {
+		mock_count(MOCK_CNT_ALLOC_HOST, 1);
+	}
+	return r;
+}
 
 CUresult cuMemFreeHost(void *p) {
 	CUresult r = need_ctx();
-	return r != OK ? r : do_free(p, 1);
+	if (r == OK) {
+		r = do_free(p, 1);
+	}
+	if (r == OK) {
+		mock_count(MOCK_CNT_FREE_HOST, 1);
+	}
+	return r;
 }
 
 /* ---- streams and events ---------------------------------------------------- */
@@ -557,7 +586,13 @@ CUresult cuStreamDestroy_v2(void *s) {
 	return OK;
 }
 
-CUresult cuStreamSynchronize(void *s) { return check_stream(s); }
+CUresult cuStreamSynchronize(void *s) {
+	CUresult r = check_stream(s);
+	if (r == OK) {
+		mock_count(MOCK_CNT_STREAM_SYNC, 1);
+	}
+	return r;
+}
 
 CUresult cuStreamWaitEvent(void *s, void *e, unsigned int flags) {
 	CUresult r = check_stream(s);
@@ -600,7 +635,13 @@ CUresult cuEventRecord(void *e, void *s) {
 	return OK;
 }
 
-CUresult cuEventSynchronize(void *e) { return check_event(e); }
+CUresult cuEventSynchronize(void *e) {
+	CUresult r = check_event(e);
+	if (r == OK) {
+		mock_count(MOCK_CNT_EVENT_SYNC, 1);
+	}
+	return r;
+}
 
 CUresult cuEventDestroy_v2(void *e) {
 	CUresult r = check_event(e);
@@ -632,7 +673,7 @@ CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
 
 /* ---- copies and memset ---------------------------------------------------- */
 
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n) {
 	CUresult r = need_ctx();
 	if (r != OK) {
 		return r;
@@ -644,7 +685,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
 	return OK;
 }
 
-CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n) {
 	CUresult r = need_ctx();
 	if (r != OK) {
 		return r;
@@ -654,6 +695,23 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 	}
 	memcpy(dst, (const void *)(uintptr_t)src, n);
 	return OK;
+}
+
+/* The synchronous copies block the host until the device is done. */
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+	CUresult r = copy_htod(dst, src, n);
+	if (r == OK) {
+		mock_count(MOCK_CNT_HTOD, 1);
+	}
+	return r;
+}
+
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+	CUresult r = copy_dtoh(dst, src, n);
+	if (r == OK) {
+		mock_count(MOCK_CNT_DTOH, 1);
+	}
+	return r;
 }
 
 CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
@@ -676,7 +734,11 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *
 	if (!valid_pinned_range(src, n)) {
 		return E_INVALID_VALUE;
 	}
-	return cuMemcpyHtoD_v2(dst, src, n);
+	r = copy_htod(dst, src, n);
+	if (r == OK) {
+		mock_count(MOCK_CNT_ASYNC_COPY, 1);
+	}
+	return r;
 }
 
 CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *s) {
@@ -687,12 +749,22 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *s) {
 	if (!valid_pinned_range(dst, n)) {
 		return E_INVALID_VALUE;
 	}
-	return cuMemcpyDtoH_v2(dst, src, n);
+	r = copy_dtoh(dst, src, n);
+	if (r == OK) {
+		mock_count(MOCK_CNT_ASYNC_COPY, 1);
+	}
+	return r;
 }
 
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *s) {
 	CUresult r = check_stream(s);
-	return r != OK ? r : cuMemcpyDtoD_v2(dst, src, n);
+	if (r == OK) {
+		r = cuMemcpyDtoD_v2(dst, src, n);
+	}
+	if (r == OK) {
+		mock_count(MOCK_CNT_ASYNC_COPY, 1);
+	}
+	return r;
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
@@ -704,6 +776,7 @@ CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
 		return E_INVALID_VALUE;
 	}
 	memset((void *)(uintptr_t)dst, v, n);
+	mock_count(MOCK_CNT_MEMSET, 1);
 	return OK;
 }
 
@@ -719,6 +792,7 @@ CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n) {
 	for (size_t i = 0; i < n; i++) {
 		p[i] = v;
 	}
+	mock_count(MOCK_CNT_MEMSET, 1);
 	return OK;
 }
 
@@ -1027,6 +1101,7 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
 	if (params == NULL) {
 		return E_INVALID_VALUE;
 	}
+	mock_count(MOCK_CNT_LAUNCH, 1);
 	if (f->fn == NULL) {
 		char msg[1024];
 		if (emu_launch(f->emu_id, gx, gy, gz, bx, by, bz, params, msg, (int)sizeof msg) != 0) {
