@@ -19,7 +19,7 @@ import (
 
 // testConfig is a tiny GPT-2 whose Vp is PadVocab(V), as LoadHF expects.
 func testConfig() model.Config {
-	return model.Config{MaxT: 8, V: 50, Vp: model.PadVocab(50), L: 2, NH: 2, C: 8}
+	return model.GPT2(model.Config{MaxT: 8, V: 50, Vp: model.PadVocab(50), L: 2, NH: 2, C: 8})
 }
 
 // newBarrier is a reusable in-process barrier for n goroutine ranks.

@@ -14,7 +14,9 @@ import (
 
 // smallGPT2 is the equivalence test's model: L2 NH2 C32, V 64 padded to
 // 128, maxT 16.
-func smallGPT2() model.Config { return model.Config{MaxT: 16, V: 64, Vp: 128, L: 2, NH: 2, C: 32} }
+func smallGPT2() model.Config {
+	return model.GPT2(model.Config{MaxT: 16, V: 64, Vp: 128, L: 2, NH: 2, C: 32})
+}
 
 // stageOptions are the settings a stage is tested with. Stage 0's reduce
 // bucket is small so the gradients go in several all-reduces; stage 3 keeps
