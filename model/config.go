@@ -524,15 +524,22 @@ func (c Config) FlopsPerToken(T int) float64 {
 	return 6*w + 6*float64(c.L)*float64(T)*float64(c.NH)*HD
 }
 
-func (c Config) String() string {
-	var s string
+// Summary names the architecture and the block shape: "GPT-2 L12 NH12
+// C768", "qwen3 L28 NH16 KV8 HD128 C1024 FF3072".
+func (c Config) Summary() string {
 	if c.Arch == ArchGPT2 {
-		s = fmt.Sprintf("GPT-2 L%d NH%d C%d maxT%d V%d (Vp%d)", c.L, c.NH, c.C, c.MaxT, c.V, c.Vp)
-	} else {
-		s = fmt.Sprintf("%s L%d NH%d KV%d HD%d C%d FF%d maxT%d V%d", c.Arch, c.L, c.NH, c.KV, c.HD, c.C, c.FF, c.MaxT, c.V)
-		if c.TiedHead {
-			s += " tied"
-		}
+		return fmt.Sprintf("GPT-2 L%d NH%d C%d", c.L, c.NH, c.C)
+	}
+	return fmt.Sprintf("%s L%d NH%d KV%d HD%d C%d FF%d", c.Arch, c.L, c.NH, c.KV, c.HD, c.C, c.FF)
+}
+
+func (c Config) String() string {
+	s := fmt.Sprintf("%s maxT%d V%d", c.Summary(), c.MaxT, c.V)
+	switch {
+	case c.Arch == ArchGPT2:
+		s += fmt.Sprintf(" (Vp%d)", c.Vp)
+	case c.TiedHead:
+		s += " tied"
 	}
 	if c.Validate() != nil {
 		return s + " (invalid)"
