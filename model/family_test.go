@@ -442,3 +442,46 @@ func TestOneLayerModels(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFamilyBF16: bf16 parameters and activations (RoPE tables and norm
+// statistics stay F32) give the fp32 run's loss within bf16's precision
+// and a gradient pointing the same way, for Qwen3's q/k norms and an
+// untied GQA model.
+func TestFamilyBF16(t *testing.T) {
+	for _, name := range []string{"qwen3_qknorm", "llama_gqa"} {
+		cfg := fixtureConfig(t, name)
+		params := familyTestParams(cfg, 51)
+		for i, p := range params {
+			params[i] = backend.F32FromBF16(backend.BF16FromF32(p))
+		}
+		rng := rand.New(rand.NewPCG(9, 9))
+		const B, T = 2, 16
+		inp, tgt := randomTokens(rng, B*T, cfg.V), randomTokens(rng, B*T, cfg.V)
+		run := func(m *tmodel) (float32, []float32) {
+			loss, err := m.Forward(inp, tgt, B, T)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.ZeroGrad()
+			if err := m.Backward(1 / float32(B*T)); err != nil {
+				t.Fatal(err)
+			}
+			g, _ := m.HostGrads()
+			return loss, g
+		}
+		loss16, g16 := run(newModelDT(t, cfg, params, Options{ActDType: backend.BF16}, backend.BF16))
+		loss32, g32 := run(newModel(t, cfg, params, Options{}))
+		if !closeTo(float64(loss16), float64(loss32), 0, 0.03) {
+			t.Errorf("%s: bf16 loss %.5f, fp32 %.5f", name, loss16, loss32)
+		}
+		var dot, n1, n2 float64
+		for i := range g16 {
+			dot += float64(g16[i]) * float64(g32[i])
+			n1 += float64(g16[i]) * float64(g16[i])
+			n2 += float64(g32[i]) * float64(g32[i])
+		}
+		if cos := dot / math.Sqrt(n1*n2); cos < 0.99 {
+			t.Errorf("%s: bf16 gradient cosine to fp32 %.4f, want ≥ 0.99", name, cos)
+		}
+	}
+}
