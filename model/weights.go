@@ -96,12 +96,14 @@ func openIndexed(dir, index string, cfg Config) (*Weights, error) {
 	if len(idx.WeightMap) == 0 {
 		return nil, fmt.Errorf("weights index %s: no \"weight_map\" entries; want {\"weight_map\": {tensor name: shard file}}", index)
 	}
+	seen := map[string]bool{}
 	var shards []string
 	for name, shard := range idx.WeightMap {
 		if shard == "" || shard != filepath.Base(shard) || shard == "." || shard == ".." || strings.ContainsAny(shard, `/\`) {
 			return nil, fmt.Errorf("weights index %s: tensor %q maps to %q, which is not a file name in the snapshot directory", index, name, shard)
 		}
-		if !slices.Contains(shards, shard) {
+		if !seen[shard] {
+			seen[shard] = true
 			shards = append(shards, shard)
 		}
 	}
