@@ -74,9 +74,11 @@ type Backend interface {
 	Sync() error
 
 	// EncoderForward: out (B,T,C) = wte[inp] + wpe[t]. inp is I32 (B,T),
-	// wte (V or Vp,C), wpe (maxT,C).
+	// wte (V or Vp,C), wpe (maxT,C). wpe may be the zero Buffer (models
+	// without learned positions, e.g. RoPE): out = wte[inp].
 	EncoderForward(out, inp, wte, wpe Buffer, B, T, C int)
 	// EncoderBackward: dwte[inp] += dout, dwpe[t] += dout (summed over B).
+	// dwpe may be the zero Buffer: only dwte is accumulated.
 	EncoderBackward(dwte, dwpe, dout, inp Buffer, B, T, C int)
 
 	// LayerNormForward over N rows of C: out = (inp-mean)*rstd*weight + bias.

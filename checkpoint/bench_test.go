@@ -12,7 +12,7 @@ import (
 
 // benchConfig has 4.3M parameters: 17 MB per state kind, 52 MB per tag.
 func benchConfig() model.Config {
-	return model.Config{MaxT: 256, V: 4096, Vp: 4096, L: 4, NH: 4, C: 256}
+	return model.GPT2(model.Config{MaxT: 256, V: 4096, Vp: 4096, L: 4, NH: 4, C: 256})
 }
 
 func benchState(n int) []float32 {

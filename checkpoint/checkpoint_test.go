@@ -19,7 +19,7 @@ import (
 
 // testConfig is a tiny GPT-2 whose Vp is PadVocab(V), as LoadHF expects.
 func testConfig() model.Config {
-	return model.Config{MaxT: 8, V: 50, Vp: model.PadVocab(50), L: 2, NH: 2, C: 8}
+	return model.GPT2(model.Config{MaxT: 8, V: 50, Vp: model.PadVocab(50), L: 2, NH: 2, C: 8})
 }
 
 // newBarrier is a reusable in-process barrier for n goroutine ranks.
@@ -45,11 +45,12 @@ func newBarrier(n int) func() error {
 }
 
 // sourceState is a deterministic value per kind and flat index; the padded
-// rows of wte are zero so a Hugging Face export round-trips exactly.
+// rows of the embedding (the layout's first tensor) are zero so a Hugging
+// Face export round-trips exactly.
 func sourceState(cfg model.Config, seed uint64) map[Kind][]float32 {
 	lay := model.NewLayout(cfg)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	wte, _ := lay.Lookup("wte.weight")
+	wte := lay.Tensors()[0]
 	out := map[Kind][]float32{}
 	for _, k := range AllKinds() {
 		v := make([]float32, lay.NumParams())
@@ -430,6 +431,52 @@ func TestOpenWithoutLatest(t *testing.T) {
 	os.Remove(filepath.Join(dir, "latest"))
 	_, err := Open(dir, "")
 	wantMentions(t, err, "latest", "global_step10", "global_step20")
+}
+
+// TestFamilyTagRoundTripAndExport: a tag of a Llama-family model records
+// its whole Config (meta.json reads back to the same model, so a resume
+// checks architecture and shape, not only GPT-2's six numbers), refuses a
+// layout of another architecture with the same sizes, and exports a
+// snapshot that reads back to the same config and weights.
+func TestFamilyTagRoundTripAndExport(t *testing.T) {
+	cfg, err := model.ParseHFConfig("qwen3/config.json", []byte(`{"model_type": "qwen3", "hidden_size": 16,
+		"intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+		"vocab_size": 40, "max_position_embeddings": 32, "tie_word_embeddings": false, "rope_theta": 1000000.0,
+		"rope_scaling": {"rope_type": "linear", "factor": 4.0}, "eos_token_id": [2, 3]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	lay := model.NewLayout(cfg)
+	src := sourceState(cfg, 6)
+	save(t, dir, lay, src, 10, 2, 0)
+	r, err := Open(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Meta().Model.Config(); got != cfg {
+		t.Errorf("meta.json model %+v, want %+v", got, cfg)
+	}
+	if err := r.CheckModel(lay); err != nil {
+		t.Error(err)
+	}
+	other := cfg
+	other.QKNorm, other.Arch, other.HFClass = false, model.ArchLlama, "LlamaForCausalLM"
+	if err := r.CheckModel(model.NewLayout(other)); err == nil {
+		t.Error("a layout without the q/k norms passed CheckModel")
+	}
+	r.Close()
+	out := filepath.Join(t.TempDir(), "hf")
+	if err := ExportHF(dir, "", out, backend.F32); err != nil {
+		t.Fatal(err)
+	}
+	gotCfg, params, err := model.LoadSnapshot(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotCfg != cfg || !slices.Equal(params, src[Params]) {
+		t.Errorf("export round trip: config %v, weights equal %v", gotCfg, slices.Equal(params, src[Params]))
+	}
 }
 
 func TestExportHFRoundTrip(t *testing.T) {

@@ -6,8 +6,8 @@
 //
 // A tag holds one safetensors file per state kind (fp32 master params,
 // AdamW's exp_avg and exp_avg_sq), each holding every parameter under its
-// Hugging Face GPT-2 name in gotrain's flat layout (matrices (out, in), wte
-// with Vp rows), F32, in layout order with no gaps. Flat element i of a kind
+// Hugging Face name in the model's flat layout (model.Layout: matrices
+// (out, in), the head with Vp rows), F32, in layout order with no gaps. Flat element i of a kind
 // is therefore at one computable byte offset, so:
 //   - every rank computes every header from the model.Layout alone and
 //     pwrites only the flat range it owns (no rank ever holds the full

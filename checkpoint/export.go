@@ -10,8 +10,8 @@ import (
 )
 
 // ExportHF writes tag's fp32 master weights (tag "" = latest) as a Hugging
-// Face GPT-2 model: outDir/model.safetensors stored as dt and
-// outDir/config.json. The params file is verified against its checksums
+// Face model of the tag's architecture: outDir/model.safetensors stored as
+// dt and outDir/config.json (model.SaveHF, model.WriteHFConfig). The params file is verified against its checksums
 // first, so a corrupted checkpoint is never exported.
 func ExportHF(dir, tag, outDir string, dt backend.DType) error {
 	r, err := Open(dir, tag)

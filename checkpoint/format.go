@@ -35,8 +35,9 @@ const (
 	LatestFile = "latest"
 	MetaFile   = "meta.json"
 	// LayoutName marks, in each file's __metadata__, that tensors are in
-	// gotrain's flat orientation (PyTorch Linear (out, in), wte padded to
-	// Vp rows), not Hugging Face's Conv1D (in, out).
+	// gotrain's flat orientation (model.Layout: PyTorch Linear (out, in),
+	// the embedding padded to Vp rows), not as a Hugging Face export stores
+	// them.
 	LayoutName = "gotrain-flat"
 	tagPrefix  = "global_step"
 )

@@ -20,7 +20,7 @@ import (
 // small block so the inputs stay small: the fuzzer minimizes every new
 // input, which for large ones takes most of a short run.
 func FuzzTagReader(f *testing.F) {
-	cfg := model.Config{MaxT: 4, V: 8, Vp: model.PadVocab(8), L: 1, NH: 1, C: 4}
+	cfg := model.GPT2(model.Config{MaxT: 4, V: 8, Vp: model.PadVocab(8), L: 1, NH: 1, C: 4})
 	lay := model.NewLayout(cfg)
 	seedDir := f.TempDir()
 	if err := saveOrCrash(seedDir, lay, sourceState(cfg, 1), 10, 1, 0, false); err != nil {

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -80,31 +79,25 @@ func (m Metadata) LegacyFields() []Field {
 	return fs
 }
 
-// ModelConfig is model.Config with Hugging Face key names.
-type ModelConfig struct {
-	NPositions  int `json:"n_positions"`
-	VocabSize   int `json:"vocab_size"`
-	PaddedVocab int `json:"padded_vocab_size"`
-	NLayer      int `json:"n_layer"`
-	NHead       int `json:"n_head"`
-	NEmbd       int `json:"n_embd"`
-}
+// ModelConfig is the model a tag was trained as: the whole model.Config,
+// recorded in meta.json by the model's own JSON form (model.Config's
+// MarshalJSON), so a resume checks the full shape and architecture.
+type ModelConfig model.Config
 
-// String names the shape the way the run's "model" field does.
-func (m ModelConfig) String() string {
-	return fmt.Sprintf("n_layer %d, n_head %d, n_embd %d, n_positions %d, vocab_size %d (padded %d)",
-		m.NLayer, m.NHead, m.NEmbd, m.NPositions, m.VocabSize, m.PaddedVocab)
-}
+// String names the model the way the run's "model" field does.
+func (m ModelConfig) String() string { return model.Config(m).Describe() }
+
+// MarshalJSON records the config as the model package writes it.
+func (m ModelConfig) MarshalJSON() ([]byte, error) { return json.Marshal(model.Config(m)) }
+
+// UnmarshalJSON reads and validates a recorded config.
+func (m *ModelConfig) UnmarshalJSON(b []byte) error { return (*model.Config)(m).UnmarshalJSON(b) }
 
 // ModelConfigOf converts a model.Config.
-func ModelConfigOf(c model.Config) ModelConfig {
-	return ModelConfig{NPositions: c.MaxT, VocabSize: c.V, PaddedVocab: c.Vp, NLayer: c.L, NHead: c.NH, NEmbd: c.C}
-}
+func ModelConfigOf(c model.Config) ModelConfig { return ModelConfig(c) }
 
 // Config converts back to a model.Config.
-func (m ModelConfig) Config() model.Config {
-	return model.Config{MaxT: m.NPositions, V: m.VocabSize, Vp: m.PaddedVocab, L: m.NLayer, NH: m.NHead, C: m.NEmbd}
-}
+func (m ModelConfig) Config() model.Config { return model.Config(m) }
 
 // FileSummary is one kind's file as Finish saw it.
 type FileSummary struct {

@@ -1,7 +1,7 @@
 // encoder.cu: token and position embeddings, forward and backward.
 // B = batch, T = sequence length, C = channels, V = rows of wte; inp is
-// I32 (B,T) token ids, wte (V,C), wpe (at least T rows of C), out and dout
-// (B,T,C).
+// I32 (B,T) token ids, wte (V,C), wpe (at least T rows of C, or null for
+// models without learned positions), out and dout (B,T,C).
 //
 // Backward without float atomics: dwpe has one thread per (t, c) summing
 // over b in order. dwte rows repeat when a token does, so positions are
@@ -15,8 +15,9 @@
 // GT_ENC_GROUP_THREADS is gt_encoder_group's block size (its id tile).
 #define GT_ENC_GROUP_THREADS 256
 
-// gt_encoder_forward: out[bt] = wte[inp[bt]] + wpe[bt % T]. A token id
-// outside [0, V) gives a row of NaN instead of a read out of bounds.
+// gt_encoder_forward: out[bt] = wte[inp[bt]] + wpe[bt % T], or wte[inp[bt]]
+// when wpe is null (no learned positions). A token id outside [0, V) gives
+// a row of NaN instead of a read out of bounds.
 extern "C" __global__ void gt_encoder_forward(void *out, int out_dt, const int *inp, const void *wte, int wte_dt, const void *wpe, int wpe_dt, int BT, int T, int C, int V) {
 	for (int bt = blockIdx.x; bt < BT; bt += gridDim.x) {
 		int id = inp[bt];
@@ -25,7 +26,8 @@ extern "C" __global__ void gt_encoder_forward(void *out, int out_dt, const int *
 		long long p = (long long)(bt % T) * C;
 		bool ok = id >= 0 && id < V;
 		for (int c = threadIdx.x; c < C; c += blockDim.x) {
-			float v = ok ? gt_load(wte, wte_dt, e + c) + gt_load(wpe, wpe_dt, p + c) : __int_as_float(0x7fc00000);
+			float pos = wpe != 0 ? gt_load(wpe, wpe_dt, p + c) : 0.0f;
+			float v = ok ? gt_load(wte, wte_dt, e + c) + pos : __int_as_float(0x7fc00000);
 			gt_store(out, out_dt, o + c, v);
 		}
 	}

@@ -6,8 +6,9 @@ import "github.com/gotrain/gotrain/cuda"
 const encGroupThreads = 256
 
 // EncoderForward queues gt_encoder_forward: out (B,T,C) = wte[inp] + wpe[t]
-// with inp I32 (B,T), wte (V,C) and wpe (at least T rows of C). A token id
-// outside [0, V) gives a row of NaN (the device cannot report it).
+// with inp I32 (B,T), wte (V,C) and wpe (at least T rows of C; a null Ptr
+// adds no positions). A token id outside [0, V) gives a row of NaN (the
+// device cannot report it).
 func (s *Set) EncoderForward(st cuda.Stream, out, inp, wte, wpe Tensor, B, T, C, V int) error {
 	const op = "EncoderForward"
 	wantFloat(op, out)

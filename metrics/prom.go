@@ -210,9 +210,9 @@ func increase[T int64 | float64](last *T, now T) T {
 //
 //	MFU = tokens/s per rank × FLOPs/token ÷ peak FLOP/s
 //
-// with FLOPs/token = 6·N + 6·L·C·T (llm.c's count, model.Config.FlopsPerToken:
-// N parameters including wpe and the padded wte, the causal half of
-// attention's T×T scores). peakFLOPS ≤ 0 means the peak is unknown and gives 0.
+// with FLOPs/token from model.Config.FlopsPerToken (6 × the weights used in
+// matmuls per token, plus the causal half of attention's T×T scores).
+// peakFLOPS ≤ 0 means the peak is unknown and gives 0.
 func MFU(tokensPerSecondPerRank, flopsPerToken, peakFLOPS float64) float64 {
 	if peakFLOPS <= 0 {
 		return 0

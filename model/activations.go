@@ -3,15 +3,22 @@ package model
 import "github.com/gotrain/gotrain/backend"
 
 // blockActs is what one transformer block saves in forward for backward
-// (llm.c's ActivationTensors, one block's slice). Shapes use N = B·T.
+// (llm.c's ActivationTensors, one block's slice). Shapes use N = B·T,
+// QKV = (NH+2·KV)·HD, A = NH·HD (C for GPT-2), U = the MLP's first
+// projection width (4C for GPT-2, 2·FF for SwiGLU) and F = its activation's
+// width (4C, FF). Buffers a model does not use stay the zero Buffer: the
+// norms' means (RMSNorm has none), qkvr and qkRstd (without RoPE qkvr is
+// qkv; without q/k norms RoPE rotates qkv in place).
 type blockActs struct {
 	ln1, ln1Mean, ln1Rstd backend.Buffer // (N,C), F32 (N), F32 (N)
-	qkv                   backend.Buffer // (N,3C)
-	atty                  backend.Buffer // (N,C): attention output before the projection
+	qkv                   backend.Buffer // (N,QKV): the projection's output
+	qkvr                  backend.Buffer // (N,QKV): attention's input (q/k normed and rotated)
+	qkRstd                backend.Buffer // F32 (N·(NH+KV)): the q/k norms' rstd
+	atty                  backend.Buffer // (N,A): attention output before the projection
 	lse                   backend.Buffer // F32 (B,NH,T): each attention row's log-sum-exp
 	residual2             backend.Buffer // (N,C): stream after the attention half
 	ln2, ln2Mean, ln2Rstd backend.Buffer // (N,C), F32 (N), F32 (N)
-	fch, fchGelu          backend.Buffer // (N,4C) each
+	fch, fchAct           backend.Buffer // (N,U) and (N,F): the MLP's first projection and its activation
 	residual3             backend.Buffer // (N,C): the block's output
 }
 
@@ -22,18 +29,22 @@ type activations struct {
 	B, T int
 	// ckpt: activation checkpointing. Only blocks[0] exists and every block
 	// reuses it; saved[l] keeps block l's input (saved[L] the last block's
-	// output, the final LayerNorm's input), in the checkpoint pool; backward
+	// output, the final norm's input), in the checkpoint pool; backward
 	// recomputes each block from it.
 	ckpt  bool
 	saved []backend.Buffer
 	ckptX backend.Buffer // (N,C) on the device: a host-pool saved input copied back for recompute
 	probs backend.Buffer // F32 (logitChunkRows,Vp): recomputed probabilities (ckpt only)
 
-	inputs, targets  backend.Buffer // I32 (B,T)
-	encoded          backend.Buffer // (N,C) = wte[inp] + wpe
+	inputs, targets backend.Buffer // I32 (B,T)
+	// cos and sin are RoPE's F32 (T, HD/2) tables for positions 0..T-1,
+	// uploaded once per (B,T) layout: constants, accounted with the
+	// activations because their size follows T.
+	cos, sin         backend.Buffer
+	encoded          backend.Buffer // (N,C) = wte[inp] (+ wpe)
 	blocks           []blockActs
 	lnf              backend.Buffer // (N,C)
-	lnfMean, lnfRstd backend.Buffer // F32 (N)
+	lnfMean, lnfRstd backend.Buffer // F32 (N); lnfMean LayerNorm only
 	// logits is F32 (N,Vp): the logits after a Forward without targets;
 	// with targets, the probabilities, which backward overwrites with
 	// dlogits in place. The backend contract does not let probs alias the
@@ -46,10 +57,14 @@ type activations struct {
 
 	// Scratch shared by every block; activation gradients are written (=),
 	// so the residual stream's gradient is accumulated with Add.
-	scratch  backend.Buffer // (N,C): a projection's output before the residual add; LN dinp in backward
-	dres     backend.Buffer // (N,C): gradient w.r.t. the residual stream
-	dbtc     backend.Buffer // (N,C): dln2, datty, dln1 in turn
-	d4a, d4b backend.Buffer // (N,4C): dfch_gelu and dfch; d4a also holds dqkv (N,3C)
+	scratch backend.Buffer // (N,C): a projection's output before the residual add; norm dinp in backward
+	dres    backend.Buffer // (N,C): gradient w.r.t. the residual stream
+	dbtc    backend.Buffer // (N,max(C,A)): dln2, datty, dln1 in turn
+	// d4a (N,max(F,QKV)) holds the activation's gradient, then attention's
+	// dqkv; d4b (N,U, or QKV if wider and q/k norms need it) the MLP
+	// projection's gradient, then the rotary op's dqkv when it cannot work
+	// in place.
+	d4a, d4b backend.Buffer
 }
 
 // logitChunkRows bounds the logits staged before the loss: 256 rows of GPT-2
@@ -61,8 +76,24 @@ const arenaAlign = 256
 
 // actPlan records where each activation goes before the arenas exist.
 type actPlan struct {
-	need  map[arenaKey]int // elements per arena
-	slots []actSlot
+	need    map[arenaKey]int // elements per arena
+	slots   []actSlot
+	aliases [][2]*backend.Buffer // {dst, src}: dst is src, set after the slots
+}
+
+// alias makes *dst the same buffer as *src once the slots are placed.
+func (p *actPlan) alias(dst, src *backend.Buffer) {
+	p.aliases = append(p.aliases, [2]*backend.Buffer{dst, src})
+}
+
+// place points every slot and alias at its arena.
+func (p *actPlan) place(arenas map[arenaKey]backend.Buffer) {
+	for _, s := range p.slots {
+		*s.dst = arenas[s.key].Slice(s.off, s.n)
+	}
+	for _, a := range p.aliases {
+		*a[0] = *a[1]
+	}
 }
 
 // arenaKey names one arena: activations live in one allocation per pool and
@@ -97,9 +128,15 @@ func (p *actPlan) addIn(pool backend.Pool, dst *backend.Buffer, dt backend.DType
 func planActivations(a *activations, cfg Config, B, T int, dt backend.DType, ckpt bool, ckptPool backend.Pool) *actPlan {
 	p := &actPlan{need: map[arenaKey]int{}}
 	N, C := B*T, cfg.C
+	QKV, A, U, F := cfg.QKVWidth(), cfg.AttnWidth(), cfg.upWidth(), cfg.FF
+	layerNorm, rope := cfg.Norm == LayerNorm, cfg.Pos == RotaryPositions
 	a.B, a.T, a.ckpt = B, T, ckpt
 	p.add(&a.inputs, backend.I32, N)
 	p.add(&a.targets, backend.I32, N)
+	if rope {
+		p.add(&a.cos, backend.F32, T*cfg.HD/2)
+		p.add(&a.sin, backend.F32, T*cfg.HD/2)
+	}
 	p.add(&a.encoded, dt, N*C)
 	nblocks := cfg.L
 	if ckpt {
@@ -117,21 +154,33 @@ func planActivations(a *activations, cfg Config, B, T int, dt backend.DType, ckp
 	for l := range a.blocks {
 		b := &a.blocks[l]
 		p.add(&b.ln1, dt, N*C)
-		p.add(&b.ln1Mean, backend.F32, N)
+		if layerNorm {
+			p.add(&b.ln1Mean, backend.F32, N)
+		}
 		p.add(&b.ln1Rstd, backend.F32, N)
-		p.add(&b.qkv, dt, N*3*C)
-		p.add(&b.atty, dt, N*C)
+		p.add(&b.qkv, dt, N*QKV)
+		if !cfg.QKNorm {
+			p.alias(&b.qkvr, &b.qkv)
+		} else {
+			p.add(&b.qkvr, dt, N*QKV)
+			p.add(&b.qkRstd, backend.F32, N*(cfg.NH+cfg.KV))
+		}
+		p.add(&b.atty, dt, N*A)
 		p.add(&b.lse, backend.F32, B*cfg.NH*T)
 		p.add(&b.residual2, dt, N*C)
 		p.add(&b.ln2, dt, N*C)
-		p.add(&b.ln2Mean, backend.F32, N)
+		if layerNorm {
+			p.add(&b.ln2Mean, backend.F32, N)
+		}
 		p.add(&b.ln2Rstd, backend.F32, N)
-		p.add(&b.fch, dt, N*4*C)
-		p.add(&b.fchGelu, dt, N*4*C)
+		p.add(&b.fch, dt, N*U)
+		p.add(&b.fchAct, dt, N*F)
 		p.add(&b.residual3, dt, N*C)
 	}
 	p.add(&a.lnf, dt, N*C)
-	p.add(&a.lnfMean, backend.F32, N)
+	if layerNorm {
+		p.add(&a.lnfMean, backend.F32, N)
+	}
 	p.add(&a.lnfRstd, backend.F32, N)
 	if !ckpt {
 		// With checkpointing the probabilities are recomputed chunk by chunk
@@ -142,9 +191,13 @@ func planActivations(a *activations, cfg Config, B, T int, dt backend.DType, ckp
 	p.add(&a.losses, backend.F32, N)
 	p.add(&a.scratch, dt, N*C)
 	p.add(&a.dres, dt, N*C)
-	p.add(&a.dbtc, dt, N*C)
-	p.add(&a.d4a, dt, N*4*C)
-	p.add(&a.d4b, dt, N*4*C)
+	p.add(&a.dbtc, dt, N*max(C, A))
+	p.add(&a.d4a, dt, N*max(F, QKV))
+	if cfg.QKNorm {
+		p.add(&a.d4b, dt, N*max(U, QKV))
+	} else {
+		p.add(&a.d4b, dt, N*U)
+	}
 	return p
 }
 

@@ -13,7 +13,7 @@ import (
 // activation, with the kept inputs on the device or in host memory, over
 // several logit chunks (N > logitChunkRows) and accumulated micro-batches.
 func TestCheckpointingGradientsBitIdentical(t *testing.T) {
-	cfg := Config{MaxT: 160, V: 37, Vp: 128, L: 4, NH: 2, C: 16}
+	cfg := GPT2(Config{MaxT: 160, V: 37, Vp: 128, L: 4, NH: 2, C: 16})
 	host := testParams(cfg, 21)
 	rng := rand.New(rand.NewPCG(4, 5))
 	const B, T = 2, 150 // N = 300 rows: two logit chunks

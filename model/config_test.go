@@ -67,15 +67,34 @@ func TestPadVocab(t *testing.T) {
 	}
 }
 
+// TestFlopsPerToken checks the formula against counts written out by hand
+// from the published shapes: 6 × (weights used in matmuls per token) +
+// 6·L·T·NH·HD.
 func TestFlopsPerToken(t *testing.T) {
-	// Reference doc §1.14: 8.035e8 FLOP/token for d12 at T=1024.
+	// gpt2 124M at T=1024: per block qkv 768·2304, proj 768², fc and
+	// fc-proj 2·768·3072; the tied head 50304·768 once; wpe, biases and
+	// LayerNorms cost no matmul. llm.c's 6N + 6LCT says 8.035e8; this
+	// count leaves out wpe (0.79M), the biases and the norms.
 	cfg, _ := Preset("gpt2")
-	if got := cfg.FlopsPerToken(1024); math.Abs(got-8.035e8) > 0.001e8 {
-		t.Errorf("FlopsPerToken(1024) = %.4g, want ≈ 8.035e8", got)
+	blocks := 12.0 * (768*2304 + 768*768 + 2*768*3072)
+	want := 6*(blocks+50304*768) + 6*12*1024*768
+	if got := cfg.FlopsPerToken(1024); got != want || math.Abs(got-7.98e8) > 0.01e8 {
+		t.Errorf("gpt2 FlopsPerToken(1024) = %.6g, want %.6g (≈ 7.98e8)", got, want)
 	}
-	tiny := Config{MaxT: 8, V: 11, Vp: 16, L: 2, NH: 2, C: 8}
-	if got, want := tiny.FlopsPerToken(5), 6*float64(tiny.NumParams())+6*2*8*5; got != want {
-		t.Errorf("tiny FlopsPerToken = %v, want %v", got, want)
+	// Llama-3.2-1B: hidden 2048, 32 heads of 64, 8 kv heads, intermediate
+	// 8192, 16 layers, a tied 128256-row head.
+	llama := familyCfg(t, ArchLlama, 2048, 8192, 16, 32, 8, 64, 128256, true)
+	blocks = 16.0 * (2048*(32+2*8)*64 + 32*64*2048 + 3*8192*2048)
+	want = 6*(blocks+128256*2048) + 6*16*4096*32*64
+	if got := llama.FlopsPerToken(4096); got != want {
+		t.Errorf("Llama-3.2-1B FlopsPerToken(4096) = %.6g, want %.6g", got, want)
+	}
+	// Qwen3-8B: untied, head_dim 128 with hidden 4096 and 32 heads.
+	qwen := familyCfg(t, ArchQwen3, 4096, 12288, 36, 32, 8, 128, 151936, false)
+	blocks = 36.0 * (4096*(32+2*8)*128 + 32*128*4096 + 3*12288*4096)
+	want = 6*(blocks+151936*4096) + 6*36*2048*32*128
+	if got := qwen.FlopsPerToken(2048); got != want {
+		t.Errorf("Qwen3-8B FlopsPerToken(2048) = %.6g, want %.6g", got, want)
 	}
 }
 
@@ -174,7 +193,7 @@ func TestLoadHFConfigErrors(t *testing.T) {
 
 func TestWriteHFConfigRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.json")
-	for _, cfg := range []Config{{MaxT: 16, V: 50, Vp: 128, L: 2, NH: 2, C: 16}, mustPreset(t, "gpt2-xl")} {
+	for _, cfg := range []Config{GPT2(Config{MaxT: 16, V: 50, Vp: 128, L: 2, NH: 2, C: 16}), mustPreset(t, "gpt2-xl")} {
 		if err := WriteHFConfig(path, cfg); err != nil {
 			t.Fatal(err)
 		}

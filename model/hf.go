@@ -21,9 +21,12 @@ func isConv1D(name string) bool {
 			strings.Contains(name, ".mlp.c_fc.") || strings.Contains(name, ".mlp.c_proj."))
 }
 
-// hfShape is the shape a tensor has in a Hugging Face file.
+// hfShape is the shape a tensor has in a Hugging Face file: the layout's,
+// except GPT-2's wte (V real rows) and Conv1D weights.
 func hfShape(cfg Config, t Tensor) []int {
 	switch {
+	case cfg.Arch != ArchGPT2:
+		return t.Shape
 	case t.Name == "wte.weight":
 		return []int{cfg.V, cfg.C}
 	case isConv1D(t.Name):
@@ -50,113 +53,41 @@ func hfBlock(name string) (n int, rest string, ok bool) {
 	return n, rest, true
 }
 
-// hfIgnored reports the attention mask buffers older exports carry: they are
-// not parameters.
-func hfIgnored(name string) bool {
-	_, rest, ok := hfBlock(name)
-	return ok && (rest == "attn.bias" || rest == "attn.masked_bias")
-}
-
-// LoadHF reads a Hugging Face GPT-2 model.safetensors (names with or without
-// the "transformer." prefix, Conv1D weights, F32/BF16/F16) into host weights
-// in the flat layout, wte padded to Vp rows with zeros.
+// LoadHF reads one Hugging Face safetensors file into host weights in the
+// flat layout: a GPT-2 model.safetensors (names with or without the
+// "transformer." prefix, Conv1D weights, wte padded to Vp rows with zeros),
+// or a Llama-family model.safetensors; F32, BF16 or F16. A sharded
+// snapshot is read with LoadSnapshot.
 //
-// The number of heads cannot be read from tensor shapes, so the config comes
-// from the config.json next to path when there is one, else from fallback;
-// with neither it is an error. Either way every shape is checked against the
-// file. lm_head.weight is accepted only when it equals wte (tied).
+// The number of heads cannot be read from tensor shapes, so the config
+// comes from the config.json next to path when there is one, else from
+// fallback; with neither it is an error. Either way every name and shape
+// is checked against the file (OpenWeights lists every problem). A tied
+// head's lm_head.weight is accepted only when it equals the embedding.
 func LoadHF(path string, fallback *Config) (Config, []float32, error) {
-	st, err := OpenSafetensors(path)
+	cfg, err := hfConfigFor(path, fallback)
 	if err != nil {
 		return Config{}, nil, err
 	}
-	defer st.Close()
-
-	// Map our names to the file's, stripping the optional prefix.
-	names := map[string]string{}
-	for _, h := range st.Tensors() {
-		ours := strings.TrimPrefix(h.Name, "transformer.")
-		if prev, dup := names[ours]; dup {
-			return Config{}, nil, fmt.Errorf("load %s: tensors %q and %q are the same parameter", path, prev, h.Name)
-		}
-		names[ours] = h.Name
-	}
-	cfg, err := hfConfigFor(path, fallback, st, names)
+	w, err := openWeightFiles(path, []string{path}, nil, cfg)
 	if err != nil {
 		return Config{}, nil, err
 	}
-	lay := NewLayout(cfg)
-	for ours, theirs := range names {
-		if _, ok := lay.Lookup(ours); !ok && !hfIgnored(ours) && ours != "lm_head.weight" {
-			return Config{}, nil, fmt.Errorf("load %s: unexpected tensor %q: not a GPT-2 parameter of %v", path, theirs, cfg)
-		}
-	}
-	params := make([]float32, lay.NumParams())
-	for _, t := range lay.Tensors() {
-		theirs, ok := names[t.Name]
-		if !ok {
-			return Config{}, nil, fmt.Errorf("load %s: missing tensor %q (shape %v)", path, t.Name, hfShape(cfg, t))
-		}
-		vals, h, err := st.ReadFloat32(theirs)
-		if err != nil {
-			return Config{}, nil, fmt.Errorf("load: %w", err)
-		}
-		want := hfShape(cfg, t)
-		if !equalShape(h.Shape, want) {
-			return Config{}, nil, fmt.Errorf("load %s: tensor %q has shape %v, want %v for %v", path, theirs, h.Shape, want, cfg)
-		}
-		dst := params[t.Offset : t.Offset+t.Len]
-		if isConv1D(t.Name) {
-			transpose(dst, vals, want[0], want[1])
-		} else {
-			copy(dst, vals) // wte fills its V real rows; the padding stays 0
-		}
-	}
-	if theirs, ok := names["lm_head.weight"]; ok {
-		vals, h, err := st.ReadFloat32(theirs)
-		if err != nil {
-			return Config{}, nil, fmt.Errorf("load: %w", err)
-		}
-		wte, _ := lay.Lookup("wte.weight")
-		if !equalShape(h.Shape, []int{cfg.V, cfg.C}) || !equalF32(vals, params[wte.Offset:wte.Offset+cfg.V*cfg.C]) {
-			return Config{}, nil, fmt.Errorf("load %s: %q differs from wte.weight; gotrain's GPT-2 ties the output layer to the token embedding", path, theirs)
-		}
+	defer w.Close()
+	params, err := w.ReadAll()
+	if err != nil {
+		return Config{}, nil, fmt.Errorf("load %s: %w", path, err)
 	}
 	return cfg, params, nil
 }
 
-// hfConfigFor decides the config of a Hugging Face file and checks it
-// against the shapes the file holds.
-func hfConfigFor(path string, fallback *Config, st *SafetensorsFile, names map[string]string) (Config, error) {
-	shapeOf := func(ours string) ([]int, error) {
-		theirs, ok := names[ours]
-		if !ok {
-			return nil, fmt.Errorf("load %s: missing tensor %q", path, ours)
-		}
-		h, _ := st.Header(theirs)
-		if len(h.Shape) != 2 {
-			return nil, fmt.Errorf("load %s: tensor %q has shape %v, want 2 dimensions", path, theirs, h.Shape)
-		}
-		return h.Shape, nil
-	}
-	wte, err := shapeOf("wte.weight")
-	if err != nil {
-		return Config{}, err
-	}
-	wpe, err := shapeOf("wpe.weight")
-	if err != nil {
-		return Config{}, err
-	}
-	layers := 0
-	for ours := range names {
-		if n, _, ok := hfBlock(ours); ok && n+1 > layers {
-			layers = n + 1
-		}
-	}
-	found := Config{V: wte[0], C: wte[1], MaxT: wpe[0], L: layers}
-
+// hfConfigFor decides the config of a Hugging Face file: its config.json
+// beside it, else fallback. A GPT-2 config is also checked against the
+// shapes the file holds, which name V, C, maxT and L at once.
+func hfConfigFor(path string, fallback *Config) (Config, error) {
 	var cfg Config
-	cfgPath := filepath.Join(filepath.Dir(path), "config.json")
+	var err error
+	cfgPath := filepath.Join(filepath.Dir(path), hfConfigName)
 	switch _, statErr := os.Stat(cfgPath); {
 	case statErr == nil:
 		cfg, err = LoadHFConfig(cfgPath)
@@ -173,18 +104,58 @@ func hfConfigFor(path string, fallback *Config, st *SafetensorsFile, names map[s
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("load %s: %w", path, err)
 	}
-	if cfg.V != found.V || cfg.C != found.C || cfg.MaxT != found.MaxT || cfg.L != found.L {
+	if cfg.Arch != ArchGPT2 {
+		return cfg, nil
+	}
+	st, err := OpenSafetensors(path)
+	if err != nil {
+		return Config{}, err
+	}
+	defer st.Close()
+	shapeOf := func(ours string) ([]int, error) {
+		h, ok := st.Header(ours)
+		if !ok {
+			h, ok = st.Header("transformer." + ours)
+		}
+		if !ok {
+			return nil, fmt.Errorf("load %s: missing tensor %q", path, ours)
+		}
+		if len(h.Shape) != 2 {
+			return nil, fmt.Errorf("load %s: tensor %q has shape %v, want 2 dimensions", path, h.Name, h.Shape)
+		}
+		return h.Shape, nil
+	}
+	wte, err := shapeOf("wte.weight")
+	if err != nil {
+		return Config{}, err
+	}
+	wpe, err := shapeOf("wpe.weight")
+	if err != nil {
+		return Config{}, err
+	}
+	layers := 0
+	for _, h := range st.Tensors() {
+		if n, _, ok := hfBlock(strings.TrimPrefix(h.Name, "transformer.")); ok && n+1 > layers {
+			layers = n + 1
+		}
+	}
+	if cfg.V != wte[0] || cfg.C != wte[1] || cfg.MaxT != wpe[0] || cfg.L != layers {
 		return Config{}, fmt.Errorf("load %s: the file holds V=%d C=%d maxT=%d L=%d (from wte.weight %v, wpe.weight %v and %d blocks) but the config says V=%d C=%d maxT=%d L=%d",
-			path, found.V, found.C, found.MaxT, found.L, wte, wpe, found.L, cfg.V, cfg.C, cfg.MaxT, cfg.L)
+			path, wte[0], wte[1], wpe[0], layers, wte, wpe, layers, cfg.V, cfg.C, cfg.MaxT, cfg.L)
 	}
 	return cfg, nil
 }
 
-// SaveHF writes host weights (cfg's flat layout) to path as a Hugging Face
-// GPT-2 model.safetensors: HF names without prefix, Conv1D weights
-// transposed back to (in, out), wte cut to its V real rows, stored as dt
-// (F32, BF16 or F16). Write the config with WriteHFConfig.
+// SaveHF writes host weights (cfg's flat layout) to path as one Hugging
+// Face model.safetensors, stored as dt (F32, BF16 or F16), with the names
+// and shapes transformers loads: GPT-2's without prefix, Conv1D weights
+// transposed back to (in, out) and wte cut to its V real rows; the
+// family's as the layout has them (a tied head writes no lm_head). Write
+// the config with WriteHFConfig.
 func SaveHF(path string, cfg Config, params []float32, dt backend.DType) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
 	lay := NewLayout(cfg)
 	if len(params) != lay.NumParams() {
 		return fmt.Errorf("save %s: %d values for %d parameters", path, len(params), lay.NumParams())
@@ -197,6 +168,7 @@ func SaveHF(path string, cfg Config, params []float32, dt backend.DType) error {
 		src := params[t.Offset : t.Offset+t.Len]
 		shape := hfShape(cfg, t)
 		switch {
+		case cfg.Arch != ArchGPT2:
 		case t.Name == "wte.weight":
 			src = src[:cfg.V*cfg.C]
 		case isConv1D(t.Name):

@@ -12,7 +12,7 @@ import (
 )
 
 // hfTestConfig has V padded the standard way, as LoadHF derives it.
-var hfTestConfig = Config{MaxT: 8, V: 11, Vp: 128, L: 2, NH: 2, C: 8}
+var hfTestConfig = GPT2(Config{MaxT: 8, V: 11, Vp: 128, L: 2, NH: 2, C: 8})
 
 // randomParams fills every parameter with distinct-looking values (padded
 // wte rows stay 0, as no file stores them).

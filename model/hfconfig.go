@@ -30,9 +30,7 @@ type hfConfig struct {
 // maxHFConfigBytes bounds a config.json: real ones are a few KB.
 const maxHFConfigBytes = 16 << 20
 
-// LoadHFConfig reads a Hugging Face GPT2Config JSON file (config.json).
-// Vp is V padded to a multiple of VocabPad. Keys that would change the math
-// away from GPT-2 as gotrain computes it are refused with the key named.
+// LoadHFConfig reads a Hugging Face config.json (ParseHFConfig).
 func LoadHFConfig(path string) (Config, error) {
 	raw, err := regularfile.Read("model config", path, maxHFConfigBytes)
 	if err != nil {
@@ -42,20 +40,39 @@ func LoadHFConfig(path string) (Config, error) {
 }
 
 // ParseHFConfig decodes and validates the content of a config.json; path
-// names it in errors. The file is untrusted: every size key must be a
-// positive integer of at most MaxDim and the model at most MaxParams
-// parameters (Config.Validate), so nothing computed from the result can
-// overflow.
+// names it in errors. model_type picks the family member: "gpt2" (also
+// when absent, as older GPT-2 exports omit it; Vp is V padded to a
+// multiple of VocabPad), or "llama", "mistral", "qwen2", "qwen3"
+// (parseFamilyConfig). Keys that would change the math away from what
+// gotrain computes are refused with the key named. The file is untrusted:
+// every size key must be a positive integer of at most MaxDim and the
+// model at most MaxParams parameters (Config.Validate), so nothing
+// computed from the result can overflow.
 func ParseHFConfig(path string, raw []byte) (Config, error) {
+	var head struct {
+		ModelType *string `json:"model_type"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return Config{}, fmt.Errorf("model config %s: %w", path, err)
+	}
+	if head.ModelType == nil || *head.ModelType == "gpt2" {
+		return parseGPT2Config(path, raw)
+	}
+	arch, ok := parseArch(*head.ModelType)
+	if !ok {
+		return Config{}, fmt.Errorf(`model config %s: "model_type" is %q; gotrain runs gpt2, llama, mistral, qwen2 and qwen3`, path, *head.ModelType)
+	}
+	return parseFamilyConfig(path, raw, arch)
+}
+
+// parseGPT2Config reads a GPT2Config.
+func parseGPT2Config(path string, raw []byte) (Config, error) {
 	var h hfConfig
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return Config{}, fmt.Errorf("model config %s: %w", path, err)
 	}
 	bad := func(format string, a ...any) (Config, error) {
 		return Config{}, fmt.Errorf("model config %s: %s", path, fmt.Sprintf(format, a...))
-	}
-	if h.ModelType != nil && *h.ModelType != "gpt2" {
-		return bad(`"model_type" is %q; gotrain runs GPT-2 models only (want "gpt2")`, *h.ModelType)
 	}
 	need := func(key string, v *int) (int, error) {
 		if v == nil {
@@ -116,19 +133,37 @@ func ParseHFConfig(path string, raw []byte) (Config, error) {
 		return bad(`"reorder_and_upcast_attn" is true; not supported (set it to false)`)
 	}
 	cfg.Vp = PadVocab(cfg.V)
-	if _, err := cfg.paramCount(); err != nil {
+	cfg = GPT2(cfg)
+	if err := cfg.check(); err != nil {
 		return bad("%v", err)
 	}
 	return cfg, nil
 }
 
-// WriteHFConfig writes cfg as a Hugging Face GPT2Config JSON file that
-// transformers' GPT2LMHeadModel loads next to a SaveHF safetensors file.
+// WriteHFConfig writes cfg as a Hugging Face config.json that transformers
+// loads next to a SaveHF safetensors file, and that ParseHFConfig reads
+// back to cfg.
 func WriteHFConfig(path string, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	doc := map[string]any{
+	doc := gpt2ConfigDoc(cfg)
+	if cfg.Arch != ArchGPT2 {
+		doc = familyConfigDoc(cfg)
+	}
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := atomicfile.WriteFile(path, append(out, '\n')); err != nil {
+		return fmt.Errorf("write model config: %w", err)
+	}
+	return nil
+}
+
+// gpt2ConfigDoc is a GPT2Config for cfg.
+func gpt2ConfigDoc(cfg Config) map[string]any {
+	return map[string]any{
 		"architectures":       []string{"GPT2LMHeadModel"},
 		"model_type":          "gpt2",
 		"activation_function": "gelu_new",
@@ -154,12 +189,4 @@ func WriteHFConfig(path string, cfg Config) error {
 		"reorder_and_upcast_attn":         false,
 		"scale_attn_by_inverse_layer_idx": false,
 	}
-	out, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := atomicfile.WriteFile(path, append(out, '\n')); err != nil {
-		return fmt.Errorf("write model config: %w", err)
-	}
-	return nil
 }

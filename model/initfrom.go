@@ -11,15 +11,21 @@ import (
 	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
-// InitFrom loads host weights from a file, picking the format by extension
-// and then by content: a directory means its model.safetensors; ".bin" or a
-// file starting with LLMCMagic is an llm.c model file; anything else is read
-// as Hugging Face safetensors (see LoadHF for the role of fallback).
+// InitFrom loads host weights from a file or a Hugging Face snapshot
+// directory, picking the format by extension and then by content: a
+// directory with a config.json is a snapshot (LoadSnapshot: single-file or
+// sharded, any architecture), any other directory means its
+// model.safetensors; ".bin" or a file starting with LLMCMagic is an llm.c
+// model file; anything else is read as Hugging Face safetensors (see LoadHF
+// for the role of fallback).
 func InitFrom(path string, fallback *Config) (Config, []float32, error) {
 	if st, err := os.Stat(path); err != nil {
 		return Config{}, nil, fmt.Errorf("init from: %w", err)
 	} else if st.IsDir() {
-		path = filepath.Join(path, "model.safetensors")
+		if _, err := os.Stat(filepath.Join(path, hfConfigName)); err == nil {
+			return LoadSnapshot(path)
+		}
+		path = filepath.Join(path, hfWeightsName)
 	}
 	if strings.HasSuffix(path, ".safetensors") {
 		return LoadHF(path, fallback)

@@ -8,7 +8,7 @@ import (
 
 // tinyConfig is the shape of the gradient tests: small enough for float64
 // finite differences over every parameter.
-var tinyConfig = Config{MaxT: 8, V: 11, Vp: 16, L: 2, NH: 2, C: 8}
+var tinyConfig = GPT2(Config{MaxT: 8, V: 11, Vp: 16, L: 2, NH: 2, C: 8})
 
 func TestLayoutContiguous(t *testing.T) {
 	for _, cfg := range []Config{tinyConfig, mustPreset(t, "gpt2"), mustPreset(t, "gpt2-tiny")} {

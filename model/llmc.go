@@ -23,7 +23,8 @@ const (
 	llmcHeaderInts  = 256
 )
 
-// llmcOrder lists the layout's tensors in llm.c's file order.
+// llmcOrder lists the layout's tensors in llm.c's file order. lay is a
+// GPT-2 layout.
 func llmcOrder(lay *Layout) []Tensor {
 	cfg := lay.Config()
 	get := func(name string) Tensor {
@@ -33,13 +34,17 @@ func llmcOrder(lay *Layout) []Tensor {
 		}
 		return t
 	}
-	order := []Tensor{get("wte.weight"), get("wpe.weight")}
-	for _, bt := range blockTensors() {
+	var order []Tensor
+	for _, s := range cfg.specs() {
+		if !s.block {
+			order = append(order, get(s.name))
+			continue
+		}
 		for l := 0; l < cfg.L; l++ {
-			order = append(order, get(fmt.Sprintf("h.%d.%s", l, bt.suffix)))
+			order = append(order, get(cfg.blockPrefix(l)+s.name))
 		}
 	}
-	return append(order, get("ln_f.weight"), get("ln_f.bias"))
+	return order
 }
 
 // LoadLLMC reads an llm.c model file (version 3: fp32, version 5: bf16) into
@@ -82,7 +87,7 @@ func readLLMC(name string, r io.ReaderAt, size int64) (Config, []float32, error)
 	default:
 		return Config{}, nil, fmt.Errorf("load %s: llm.c model version %d, want %d (fp32) or %d (bf16)", name, hdr[1], LLMCVersionF32, LLMCVersionBF16)
 	}
-	cfg := Config{MaxT: int(hdr[2]), V: int(hdr[3]), L: int(hdr[4]), NH: int(hdr[5]), C: int(hdr[6]), Vp: int(hdr[7])}
+	cfg := GPT2(Config{MaxT: int(hdr[2]), V: int(hdr[3]), L: int(hdr[4]), NH: int(hdr[5]), C: int(hdr[6]), Vp: int(hdr[7])})
 	if err := cfg.Validate(); err != nil {
 		return Config{}, nil, fmt.Errorf("load %s: header: %w", name, err)
 	}
@@ -132,6 +137,9 @@ func SaveLLMC(path string, cfg Config, params []float32, dt backend.DType) error
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
+	}
+	if cfg.Arch != ArchGPT2 {
+		return fmt.Errorf("save %s: llm.c model files hold GPT-2 only, not %s; save Hugging Face safetensors instead", path, cfg.Arch)
 	}
 	lay := NewLayout(cfg)
 	if len(params) != lay.NumParams() {

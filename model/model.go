@@ -27,10 +27,18 @@ type Options struct {
 	CheckpointPool backend.Pool
 }
 
-// blockWeights are views of one block's tensors in a flat buffer.
+// blockWeights are views of one block's tensors in a group buffer, fused
+// where the forward pass multiplies them as one matrix. Absent tensors
+// (RMSNorm's bias, biases a config leaves out, q/k norms outside Qwen3)
+// are the zero Buffer.
 type blockWeights struct {
-	ln1w, ln1b, qkvw, qkvb, attprojw, attprojb backend.Buffer
-	ln2w, ln2b, fcw, fcb, fcprojw, fcprojb     backend.Buffer
+	ln1w, ln1b   backend.Buffer // (C)
+	qkvw, qkvb   backend.Buffer // (QKV, C), (QKV): q, k and v stacked
+	qnorm, knorm backend.Buffer // (HD) each
+	ow, ob       backend.Buffer // (C, A), (C)
+	ln2w, ln2b   backend.Buffer // (C)
+	upw, upb     backend.Buffer // (U, C), (U): c_fc, or gate_proj and up_proj stacked
+	downw, downb backend.Buffer // (C, F), (C)
 }
 
 // pass records what the last Forward left in the activations.
@@ -43,24 +51,29 @@ const (
 	passBackward      // Backward ran: logits hold dlogits
 )
 
-// Model is a GPT-2 on a Backend: its parameters and gradients come from a
-// ParamStore group by group, and it owns the activations of the largest
-// (B,T) seen so far. A Model is used by one goroutine at a time.
+// Model is a decoder of the family (Config) on a Backend: its parameters
+// and gradients come from a ParamStore group by group, and it owns the
+// activations of the largest (B,T) seen so far. A Model is used by one
+// goroutine at a time.
 type Model struct {
 	be     backend.Backend
+	dec    backend.DecoderOps // the family's ops; nil for GPT-2
 	cfg    Config
 	layout *Layout
 	opts   Options
 	store  ParamStore
+	eps    float32 // the RMSNorms' epsilon
 
 	acts   *activations
 	arenas map[arenaKey]backend.Buffer
-	actB   int64 // bytes held by arenas
+	actB   int64   // bytes held by arenas
+	pads   []int32 // positions of the last Forward's inputs holding PadID
 	state  pass
 }
 
 // New makes a model whose parameters and gradients opts.Store supplies.
 // Activations are allocated by the first Forward or by ReserveActivations.
+// The Llama family needs a backend with backend.DecoderOps.
 func New(be backend.Backend, cfg Config, opts Options) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -74,7 +87,16 @@ func New(be backend.Backend, cfg Config, opts Options) (*Model, error) {
 	if !opts.ActDType.IsFloat() {
 		return nil, fmt.Errorf("model: activation dtype %s is not a float type", opts.ActDType)
 	}
-	return &Model{be: be, cfg: cfg, layout: NewLayout(cfg), opts: opts, store: opts.Store, arenas: map[arenaKey]backend.Buffer{}}, nil
+	m := &Model{be: be, cfg: cfg, layout: NewLayout(cfg), opts: opts, store: opts.Store, arenas: map[arenaKey]backend.Buffer{}}
+	if cfg.Arch != ArchGPT2 {
+		dec, ok := be.(backend.DecoderOps)
+		if !ok {
+			return nil, fmt.Errorf("model: %s needs RMSNorm, rotary embeddings and SwiGLU, which the %s backend does not have yet "+
+				"(only GPT-2 runs there); train %s models with --device cpu for now", cfg.Arch, be.Name(), cfg.Arch)
+		}
+		m.dec, m.eps = dec, float32(cfg.NormEps)
+	}
+	return m, nil
 }
 
 // Free releases the activations. The model is unusable after; the store
@@ -90,8 +112,11 @@ func (m *Model) Layout() *Layout { return m.layout }
 // ReserveActivations allocates activations for batches up to (B,T) now, so
 // memory is accounted before the first step.
 func (m *Model) ReserveActivations(B, T int) error {
-	if B < 1 || T < 1 || T > m.cfg.MaxT {
-		return fmt.Errorf("model: batch %d×%d: want B ≥ 1 and 1 ≤ T ≤ %d", B, T, m.cfg.MaxT)
+	if B < 1 {
+		return fmt.Errorf("model: batch %d×%d: want B ≥ 1", B, T)
+	}
+	if err := m.cfg.CheckSeqLen(T); err != nil {
+		return fmt.Errorf("model: %w", err)
 	}
 	a := &activations{}
 	plan := planActivations(a, m.cfg, B, T, m.opts.ActDType, m.opts.Checkpoint, m.opts.CheckpointPool)
@@ -113,11 +138,18 @@ func (m *Model) ReserveActivations(B, T int) error {
 		}
 		m.actB = plan.bytes()
 	}
-	for _, s := range plan.slots {
-		*s.dst = m.arenas[s.key].Slice(s.off, s.n)
-	}
+	plan.place(m.arenas)
 	m.acts = a
 	m.state = passNone
+	if m.cfg.Pos == RotaryPositions {
+		cos, sin := RopeTables(m.cfg, T)
+		if err := backend.WriteF32(m.be, a.cos, cos); err != nil {
+			return fmt.Errorf("model: upload RoPE tables: %w", err)
+		}
+		if err := backend.WriteF32(m.be, a.sin, sin); err != nil {
+			return fmt.Errorf("model: upload RoPE tables: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -134,7 +166,8 @@ func (m *Model) ActivationBytes() int64 { return m.actB }
 
 // Logits is the (B,T,Vp) F32 output of the last Forward. After a Forward
 // with targets it holds probabilities, and after Backward the gradient
-// w.r.t. the logits: the three share memory. Columns V..Vp-1 are padding.
+// w.r.t. the logits: the three share memory. Columns V..Vp-1 are GPT-2's
+// padding.
 func (m *Model) Logits() backend.Buffer {
 	if m.acts == nil {
 		return backend.Buffer{}

@@ -16,7 +16,7 @@ func TestPyTorchFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Config{MaxT: 16, V: 50, Vp: 128, L: 2, NH: 2, C: 16}); cfg != want {
+	if want := (GPT2(Config{MaxT: 16, V: 50, Vp: 128, L: 2, NH: 2, C: 16})); cfg != want {
 		t.Fatalf("config %+v, want %+v", cfg, want)
 	}
 	ref, err := OpenSafetensors(filepath.Join(dir, "forward_backward.safetensors"))

@@ -288,28 +288,51 @@ func (s *SafetensorsFile) Raw(name string) (TensorHeader, []byte, error) {
 
 // ReadFloat32 returns a F32, BF16 or F16 tensor widened to float32.
 func (s *SafetensorsFile) ReadFloat32(name string) ([]float32, TensorHeader, error) {
-	h, raw, err := s.Raw(name)
-	if err != nil {
-		return nil, h, err
+	h, ok := s.Header(name)
+	if !ok {
+		return nil, h, fmt.Errorf("safetensors %s: no tensor %q", s.path, name)
 	}
 	out := make([]float32, h.NumElements())
-	switch h.DType {
-	case "F32":
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
-	case "BF16":
-		for i := range out {
-			out[i] = backend.F32FromBF16(binary.LittleEndian.Uint16(raw[2*i:]))
-		}
-	case "F16":
-		for i := range out {
-			out[i] = backend.F32FromF16(binary.LittleEndian.Uint16(raw[2*i:]))
-		}
-	default:
-		return nil, h, fmt.Errorf("safetensors %s: tensor %q is %s, want F32, BF16 or F16", s.path, name, h.DType)
+	return out, h, s.ReadFloat32At(h, 0, out)
+}
+
+// ReadFloat32At fills dst with elements [off, off+len(dst)) of tensor h
+// (row-major, as stored), widened to float32 from F32, BF16 or F16. Only
+// those bytes are read, so a range of a large tensor costs its own size.
+func (s *SafetensorsFile) ReadFloat32At(h TensorHeader, off int, dst []float32) error {
+	size, ok := stDTypeSize(h.DType)
+	if !ok || (h.DType != "F32" && h.DType != "BF16" && h.DType != "F16") {
+		return fmt.Errorf("safetensors %s: tensor %q is %s, want F32, BF16 or F16", s.path, h.Name, h.DType)
 	}
-	return out, h, nil
+	if off < 0 || off+len(dst) > h.NumElements() {
+		return fmt.Errorf("safetensors %s: tensor %q: elements [%d, %d) outside its %d", s.path, h.Name, off, off+len(dst), h.NumElements())
+	}
+	const chunk = 1 << 20 // bytes per read: bounded memory for any tensor
+	buf := make([]byte, min(chunk, len(dst)*size))
+	at := s.dataStart + h.Begin + int64(off)*int64(size)
+	for len(dst) > 0 {
+		k := min(len(dst), len(buf)/size)
+		raw := buf[:k*size]
+		if _, err := s.f.ReadAt(raw, at); err != nil {
+			return fmt.Errorf("safetensors %s: tensor %q: %w", s.path, h.Name, err)
+		}
+		switch h.DType {
+		case "F32":
+			for i := range k {
+				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+		case "BF16":
+			for i := range k {
+				dst[i] = backend.F32FromBF16(binary.LittleEndian.Uint16(raw[2*i:]))
+			}
+		case "F16":
+			for i := range k {
+				dst[i] = backend.F32FromF16(binary.LittleEndian.Uint16(raw[2*i:]))
+			}
+		}
+		dst, at = dst[k:], at+int64(len(raw))
+	}
+	return nil
 }
 
 // ReadInt32 returns an I32 or I64 tensor as int32 (token ids).

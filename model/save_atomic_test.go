@@ -13,7 +13,7 @@ import (
 
 // saveTestModel is a small GPT-2 whose safetensors file is ~120 KB.
 func saveTestModel() (Config, []float32) {
-	cfg := Config{MaxT: 16, V: 64, Vp: PadVocab(64), L: 2, NH: 2, C: 32}
+	cfg := GPT2(Config{MaxT: 16, V: 64, Vp: PadVocab(64), L: 2, NH: 2, C: 32})
 	params := make([]float32, NewLayout(cfg).NumParams())
 	for i := range params {
 		params[i] = float32(i%97) / 97

@@ -15,11 +15,11 @@ import (
 // and stage 0 it simply hands out slices of whole buffers.
 //
 // Every Acquire is paired with a Release of the same group and pass. A
-// forward pass acquires each group, in order, for as long as it uses it
-// (the embeddings stay acquired until the classifier is done). A backward
-// pass acquires the embeddings and the final norm first, then each block
-// from the last, and releases each group as soon as its gradient
-// contribution of the micro-batch is complete.
+// forward pass acquires each group, in order, for as long as it uses it (a
+// tied head keeps the embeddings acquired until the classifier is done). A
+// backward pass acquires the groups in Layout.AcquisitionOrder and
+// releases each as soon as its gradient contribution of the micro-batch is
+// complete.
 type ParamStore interface {
 	// Acquire returns group g's parameters and, for backward, the buffer
 	// its gradients accumulate into (parameter gradients are +=); forward
@@ -30,40 +30,50 @@ type ParamStore interface {
 	Release(g int, backward bool) error
 }
 
-// groupViews are views of one group's tensors in a buffer that starts at the
-// group's first element.
-func (m *Model) groupViews(g int, buf backend.Buffer) map[string]backend.Buffer {
-	off, n := m.layout.GroupRange(g)
-	if buf.Len() < n {
+// checkGroupBuf panics unless buf holds group g (a store bug).
+func (m *Model) checkGroupBuf(g int, buf backend.Buffer) {
+	if _, n := m.layout.GroupRange(g); buf.Len() < n {
 		panic("model: group buffer shorter than the group")
 	}
-	out := map[string]backend.Buffer{}
-	for _, t := range m.layout.GroupTensors(g) {
-		out[t.Name] = buf.Slice(t.Offset-off, t.Len)
-	}
-	return out
 }
 
+// embedViews are the token embedding (Vp,C) and GPT-2's position table
+// (MaxT,C; the zero Buffer for RoPE models) in group 0's buffer.
 func (m *Model) embedViews(buf backend.Buffer) (wte, wpe backend.Buffer) {
-	v := m.groupViews(0, buf)
-	return v["wte.weight"], v["wpe.weight"]
+	m.checkGroupBuf(0, buf)
+	r := &m.layout.roles
+	return r[roleEmbed].view(buf), r[rolePos].view(buf)
 }
 
-func (m *Model) finalViews(buf backend.Buffer) (w, b backend.Buffer) {
-	v := m.groupViews(m.cfg.L+1, buf)
-	return v["ln_f.weight"], v["ln_f.bias"]
+// finalViews are the final norm's weight and bias (bias: LayerNorm only)
+// and the untied head (Vp,C) in group L+1's buffer.
+func (m *Model) finalViews(buf backend.Buffer) (w, b, head backend.Buffer) {
+	m.checkGroupBuf(m.cfg.L+1, buf)
+	r := &m.layout.roles
+	return r[roleFinalW].view(buf), r[roleFinalB].view(buf), r[roleHead].view(buf)
 }
 
+// blockViews are block l's weights in group l+1's buffer, fused where the
+// forward pass multiplies them as one matrix (the layout keeps those
+// tensors adjacent).
 func (m *Model) blockViews(l int, buf backend.Buffer) blockWeights {
-	v := m.groupViews(l+1, buf)
-	p := func(s string) backend.Buffer { return v[fmt.Sprintf("h.%d.%s", l, s)] }
+	m.checkGroupBuf(l+1, buf)
+	r, C := &m.layout.roles, m.cfg.C
+	QKV, U := m.cfg.QKVWidth(), m.cfg.upWidth()
+	fused := func(first role, n int) backend.Buffer {
+		if r[first].n == 0 {
+			return backend.Buffer{}
+		}
+		return span{r[first].off, n}.view(buf)
+	}
 	return blockWeights{
-		ln1w: p("ln_1.weight"), ln1b: p("ln_1.bias"),
-		qkvw: p("attn.c_attn.weight"), qkvb: p("attn.c_attn.bias"),
-		attprojw: p("attn.c_proj.weight"), attprojb: p("attn.c_proj.bias"),
-		ln2w: p("ln_2.weight"), ln2b: p("ln_2.bias"),
-		fcw: p("mlp.c_fc.weight"), fcb: p("mlp.c_fc.bias"),
-		fcprojw: p("mlp.c_proj.weight"), fcprojb: p("mlp.c_proj.bias"),
+		ln1w: r[roleNorm1W].view(buf), ln1b: r[roleNorm1B].view(buf),
+		qkvw: fused(roleQ, QKV*C), qkvb: fused(roleQB, QKV),
+		qnorm: r[roleQNorm].view(buf), knorm: r[roleKNorm].view(buf),
+		ow: r[roleO].view(buf), ob: r[roleOB].view(buf),
+		ln2w: r[roleNorm2W].view(buf), ln2b: r[roleNorm2B].view(buf),
+		upw: fused(roleUp, U*C), upb: fused(roleUpB, U),
+		downw: r[roleDown].view(buf), downb: r[roleDownB].view(buf),
 	}
 }
 
@@ -78,7 +88,7 @@ func (m *Model) storeErr(what string, g int, backward bool, err error) error {
 	case g >= 1 && g <= m.cfg.L:
 		name = fmt.Sprintf("block %d", g-1)
 	case g == m.cfg.L+1:
-		name = "final layernorm"
+		name = "final norm"
 	}
 	return fmt.Errorf("model: %s %s parameters (%s): %w", what, name, pass, err)
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -48,10 +49,10 @@ func TestPadVocabAndNumParamsDoNotOverflow(t *testing.T) {
 		}
 	}
 	for _, c := range []Config{
-		{MaxT: 16, V: math.MaxInt, Vp: PadVocab(math.MaxInt), L: 2, NH: 2, C: 32},
-		{MaxT: 16, V: 64, Vp: 128, L: math.MaxInt32, NH: 1, C: math.MaxInt32},
-		{MaxT: 16, V: 64, Vp: 128, L: MaxDim, NH: 1, C: MaxDim},
-		{MaxT: -1, V: 64, Vp: 128, L: 2, NH: 2, C: 32},
+		GPT2(Config{MaxT: 16, V: math.MaxInt, Vp: PadVocab(math.MaxInt), L: 2, NH: 2, C: 32}),
+		GPT2(Config{MaxT: 16, V: 64, Vp: 128, L: math.MaxInt32, NH: 1, C: math.MaxInt32}),
+		GPT2(Config{MaxT: 16, V: 64, Vp: 128, L: MaxDim, NH: 1, C: MaxDim}),
+		GPT2(Config{MaxT: -1, V: 64, Vp: 128, L: 2, NH: 2, C: 32}),
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: valid", c)
@@ -172,14 +173,24 @@ func TestLLMCHostileHeaders(t *testing.T) {
 }
 
 // FuzzHFConfig feeds arbitrary bytes to config.json's parser: it never
-// panics, errors name the file, and an accepted config is valid, so every
-// count computed from it is exact.
+// panics, errors name the file, an accepted config is valid, so every
+// count computed from it is exact, and the config.json gotrain writes for
+// it reads back to the same Config.
 func FuzzHFConfig(f *testing.F) {
 	f.Add([]byte(gpt2ConfigJSON))
 	f.Add([]byte(`{"n_embd": 16, "n_layer": 1, "n_head": 2, "n_ctx": 8, "vocab_size": 257}`))
 	f.Add([]byte(`{"n_embd": 65536, "n_layer": 100000, "n_head": 16, "n_positions": 16, "vocab_size": 64}`))
 	f.Add([]byte(`{"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 8, "vocab_size": 9223372036854775807}`))
 	f.Add([]byte(`{"n_embd": -16}`))
+	for _, c := range familyCases {
+		for _, name := range []string{"config.json", "config_v5.json"} {
+			if b, err := os.ReadFile(filepath.Join(fixtureDir(c), name)); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Add([]byte(`{"model_type": "qwen3", "rope_parameters": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4}}`))
+	f.Add([]byte(`{"model_type": "mistral", "sliding_window": 16, "pad_token_id": -3, "eos_token_id": [1, 2, 3, 4]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cfg, err := ParseHFConfig("fuzz/config.json", b)
 		if err != nil {
@@ -191,11 +202,58 @@ func FuzzHFConfig(f *testing.F) {
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("accepted an invalid config %+v: %v", cfg, err)
 		}
-		if n := cfg.NumParams(); n < 1 || n > MaxParams || cfg.Vp%VocabPad != 0 {
+		padded := cfg.Vp%VocabPad == 0
+		if cfg.Arch != ArchGPT2 {
+			padded = cfg.Vp == cfg.V
+		}
+		if n := cfg.NumParams(); n < 1 || n > MaxParams || !padded {
 			t.Fatalf("accepted %+v with %d params", cfg, n)
 		}
 		if fl := cfg.FlopsPerToken(cfg.MaxT); !(fl > 0) || math.IsInf(fl, 0) {
 			t.Fatalf("FlopsPerToken of %+v = %v", cfg, fl)
+		}
+		doc := gpt2ConfigDoc(cfg)
+		if cfg.Arch != ArchGPT2 {
+			doc = familyConfigDoc(cfg)
+		}
+		out, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseHFConfig("fuzz/written.json", out)
+		if err != nil || back != cfg {
+			t.Fatalf("%+v written as %s reads back as %+v, %v", cfg, out, back, err)
+		}
+	})
+}
+
+// FuzzConfigRecord feeds arbitrary bytes to the Config record a
+// checkpoint's meta.json carries: it never panics, and what it accepts is
+// valid and records back to the same Config.
+func FuzzConfigRecord(f *testing.F) {
+	f.Add([]byte(`{"n_positions":8,"vocab_size":11,"padded_vocab_size":16,"n_layer":2,"n_head":2,"n_embd":8}`))
+	for _, c := range familyCases {
+		if cfg, err := LoadHFConfig(filepath.Join(fixtureDir(c), "config.json")); err == nil {
+			b, _ := json.Marshal(cfg)
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"architecture":"qwen3","vocab_size":5,"rope":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var cfg Config
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted an invalid record %+v: %v", cfg, err)
+		}
+		out, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Config
+		if err := json.Unmarshal(out, &back); err != nil || back != cfg {
+			t.Fatalf("%+v recorded as %s reads back as %+v, %v", cfg, out, back, err)
 		}
 	})
 }

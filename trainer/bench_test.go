@@ -17,7 +17,7 @@ import (
 
 // End-to-end training throughput on the CPU backend with the BLAS training
 // uses, reported as tokens/s and as MFU against the sgemm roofline measured in
-// the same run (blas.MeasurePeak). FLOPs per token: llm.c's 6·N + 6·L·C·T.
+// the same run (blas.MeasurePeak). FLOPs per token: model.Config.FlopsPerToken.
 func BenchmarkTrainGPT2TinyB8T256(b *testing.B) { benchTrain(b, "gpt2-tiny", 8, 256, 3) }
 func BenchmarkTrainGPT2B4T64(b *testing.B)      { benchTrain(b, "gpt2", 4, 64, 2) }
 

@@ -46,8 +46,7 @@ func (b MemoryBreakdown) Total() PoolBytes {
 // Estimate). Every rank holds the same amounts: ZeRO partitions are padded
 // to equal lengths.
 type MemoryEstimate struct {
-	Model        model.Config `json:"-"`
-	Shape        ModelShape   `json:"model"`
+	Model        model.Config `json:"model"`
 	NumParams    int64        `json:"num_params"` // Ψ, padded vocabulary rows included
 	World        int          `json:"world"`      // N: data-parallel ranks
 	Nodes        int          `json:"nodes"`
@@ -89,16 +88,6 @@ type MemoryEstimate struct {
 	// same Ψ, world and offload, for comparison; nil for stage 0, which it
 	// has no estimator for.
 	DeepSpeed *DeepSpeedEstimate `json:"deepspeed,omitempty"`
-}
-
-// ModelShape is the model's shape under Hugging Face's config.json names.
-type ModelShape struct {
-	NPositions  int `json:"n_positions"`
-	VocabSize   int `json:"vocab_size"`
-	PaddedVocab int `json:"padded_vocab_size"`
-	NLayer      int `json:"n_layer"`
-	NHead       int `json:"n_head"`
-	NEmbd       int `json:"n_embd"`
 }
 
 // EstimateOptions are the run settings that do not come from the config.
@@ -162,7 +151,7 @@ func Estimate(cfg *config.Config, m model.Config, world, seqLen int, opts Estima
 	zo := engineOptions(cfg)
 	lay := model.NewLayout(m)
 	est = MemoryEstimate{
-		Model: m, Shape: ModelShape{NPositions: m.MaxT, VocabSize: m.V, PaddedVocab: m.Vp, NLayer: m.L, NHead: m.NH, NEmbd: m.C},
+		Model:     m,
 		NumParams: int64(lay.NumParams()), World: world, Nodes: nodes, RanksPerNode: world / nodes,
 		Stage: zo.Stage, MicroBatch: batch.MicroBatch, SeqLen: seqLen,
 		ParamDType: pdt.String(), GradDType: gdt.String(),

@@ -74,8 +74,8 @@ func deepSpeedEstimate(lay *model.Layout, stage, world, nodes int, offOpt, offPa
 
 // largestLayer is the most parameters one module owns directly, as
 // DeepSpeed counts them (module.parameters(recurse=False)): a module's
-// tensors share a name up to ".weight" or ".bias", e.g. wte, or
-// h.0.mlp.c_fc with its weight and bias.
+// tensors share a name up to ".weight" or ".bias", e.g. an embedding, or
+// a block's MLP projection with its weight and bias.
 func largestLayer(lay *model.Layout) int64 {
 	per := map[string]int64{}
 	var best int64

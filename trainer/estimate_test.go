@@ -26,7 +26,9 @@ import (
 // state (parameters, gradients, master, moments, activations) is above
 // 1 MiB at world 1, and the embeddings, a block and the activations are of
 // comparable size so no term hides inside another's tolerance.
-func estModel() model.Config { return model.Config{MaxT: 64, V: 1000, Vp: 1024, L: 4, NH: 4, C: 128} }
+func estModel() model.Config {
+	return model.GPT2(model.Config{MaxT: 64, V: 1000, Vp: 1024, L: 4, NH: 4, C: 128})
+}
 
 const (
 	estSeq   = 64
@@ -464,7 +466,7 @@ func TestEstimateDeepSpeedReference(t *testing.T) {
 	}
 	// A small vocabulary makes the MLP's c_fc (4C² weights + 4C bias) the
 	// largest module.
-	small := model.Config{MaxT: 64, V: 100, Vp: 128, L: 2, NH: 4, C: 128}
+	small := model.GPT2(model.Config{MaxT: 64, V: 100, Vp: 128, L: 2, NH: 4, C: 128})
 	if got, want := largestLayer(model.NewLayout(small)), int64(4*128*128+4*128); got != want {
 		t.Errorf("largest layer %d, want c_fc's %d", got, want)
 	}

@@ -97,8 +97,8 @@ func (r *run) writeLog(rec any) error {
 	return r.log.Write(rec)
 }
 
-// saveWeights writes <output-dir>/model.safetensors (Hugging Face GPT-2 names)
-// and config.json beside it. Every rank takes part in gathering the
+// saveWeights writes <output-dir>/model.safetensors (Hugging Face names,
+// model.SaveHF) and config.json beside it. Every rank takes part in gathering the
 // parameters; rank 0 writes.
 func (r *run) saveWeights() (string, error) {
 	host, err := r.eng.HostParams(r.cctx)

@@ -94,8 +94,8 @@ func normalize(be backend.Backend, o Options) (comm.Comm, Options, error) {
 	if o.MaxSteps < 1 {
 		return nil, o, fmt.Errorf("--max-steps must be at least 1 (got %d)", o.MaxSteps)
 	}
-	if o.SeqLen < 1 || o.SeqLen > o.Model.MaxT {
-		return nil, o, fmt.Errorf("--seq-len %d: must be between 1 and the model's n_positions %d", o.SeqLen, o.Model.MaxT)
+	if err := o.Model.CheckSeqLen(o.SeqLen); err != nil {
+		return nil, o, fmt.Errorf("--seq-len: %w", err)
 	}
 	c := o.Comm
 	if c == nil {

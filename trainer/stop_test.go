@@ -37,7 +37,7 @@ func (c cancelAt) ObserveStep(rec metrics.StepRecord, _ backend.MemoryStats, _ m
 // stop with the next step's loss, finish that step and save it once; no tag
 // is saved twice.
 func TestSignalAfterSaveDoesNotSaveAgain(t *testing.T) {
-	mcfg := model.Config{MaxT: 16, V: 64, Vp: model.PadVocab(64), L: 1, NH: 2, C: 16}
+	mcfg := model.GPT2(model.Config{MaxT: 16, V: 64, Vp: model.PadVocab(64), L: 1, NH: 2, C: 16})
 	dir := t.TempDir()
 	shard := filepath.Join(dir, "train_000000.bin")
 	if err := data.WriteShard(shard, data.ShardGPT2, markovTokens(40*2*16+1, 64, 2)); err != nil {

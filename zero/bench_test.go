@@ -53,7 +53,9 @@ func BenchmarkStepStage3World2(b *testing.B) { benchmarkStep(b, smallGPT2(), 3, 
 
 // A wider model (L4 C128, V 2048, B=4 T=64), where compute rather than
 // message latency dominates a step.
-func wideGPT2() model.Config { return model.Config{MaxT: 64, V: 2048, Vp: 2048, L: 4, NH: 4, C: 128} }
+func wideGPT2() model.Config {
+	return model.GPT2(model.Config{MaxT: 64, V: 2048, Vp: 2048, L: 4, NH: 4, C: 128})
+}
 
 func BenchmarkStepStage0World2L4C128(b *testing.B) { benchmarkStep(b, wideGPT2(), 0, 4, 64) }
 func BenchmarkStepStage3World2L4C128(b *testing.B) { benchmarkStep(b, wideGPT2(), 3, 4, 64) }

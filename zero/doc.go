@@ -7,8 +7,8 @@
 //
 // # Partitions
 //
-// The unit of partitioning is a parameter group (for GPT-2: the embeddings,
-// each block, the final LayerNorm). With N ranks, group g of n_g elements is
+// The unit of partitioning is a parameter group (for the model's decoders:
+// the embeddings, each block, the final norm and head). With N ranks, group g of n_g elements is
 // padded to n_g' = ceil(n_g/N)·N and cut into N chunks of c_g = n_g'/N:
 // rank r owns group-relative elements [r·c_g, (r+1)·c_g). The padding
 // (elements n_g..n_g'-1, zero, in the last chunks) exists only in padded and

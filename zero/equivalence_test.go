@@ -14,7 +14,9 @@ import (
 
 // smallGPT2 is the equivalence test's model: L2 NH2 C32, V 64 padded to
 // 128, maxT 16.
-func smallGPT2() model.Config { return model.Config{MaxT: 16, V: 64, Vp: 128, L: 2, NH: 2, C: 32} }
+func smallGPT2() model.Config {
+	return model.GPT2(model.Config{MaxT: 16, V: 64, Vp: 128, L: 2, NH: 2, C: 32})
+}
 
 // stageOptions are the settings a stage is tested with. Stage 0's reduce
 // bucket is small so the gradients go in several all-reduces; stage 3 keeps
@@ -145,6 +147,60 @@ func checkWeights(t *testing.T, cfg model.Config, rank int, got, want []float32)
 				t.Errorf("rank %d: %s[%d] = %.6f, reference %.6f", rank, tt.Name, i, g, w)
 				return
 			}
+		}
+	}
+}
+
+// TestStagesMatchSingleProcessUntiedHead runs the same comparison for a
+// Llama-family model with grouped-query attention and an untied head,
+// whose backward acquires the final group (norm and lm_head) first and
+// the embeddings last: the engine takes that order from the model's
+// layout, at stage 0 and at stage 3 with prefetching.
+func TestStagesMatchSingleProcessUntiedHead(t *testing.T) {
+	cfg, err := model.ParseHFConfig("llama/config.json", []byte(`{"model_type": "llama", "hidden_size": 32,
+		"intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+		"vocab_size": 64, "max_position_embeddings": 16, "tie_word_embeddings": false, "initializer_range": 0.3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const world, steps = 2, 4
+	r := testRun(cfg, world, steps)
+	ref, refParams := reference(t, r)
+	for _, stage := range []int{0, 3} {
+		envs := newWorld(t, world)
+		ctx := context.Background()
+		o := stageOptions(cfg, world, stage, stage == 3)
+		results := make([][]stepResult, world)
+		params := make([][]float32, world)
+		errs := onEveryRank(world, func(rank int) error {
+			s, err := newRank(ctx, envs[rank], r, o)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			for step := 1; step <= steps; step++ {
+				res, err := s.step(ctx, r, step, rank)
+				if err != nil {
+					return fmt.Errorf("step %d: %w", step, err)
+				}
+				results[rank] = append(results[rank], res)
+			}
+			params[rank], err = s.eng.HostParams(ctx)
+			return err
+		})
+		if err := firstErr(errs); err != nil {
+			t.Fatal(err)
+		}
+		for rank := range world {
+			for i, got := range results[rank] {
+				if d := relDiff(got.loss, ref[i].loss); d > 1e-5 {
+					t.Errorf("stage %d rank %d step %d: loss %.8f, reference %.8f", stage, rank, i+1, got.loss, ref[i].loss)
+				}
+				if d := relDiff(got.norm, ref[i].norm); d > 1e-4 {
+					t.Errorf("stage %d rank %d step %d: grad norm %.8f, reference %.8f", stage, rank, i+1, got.norm, ref[i].norm)
+				}
+			}
+			checkWeights(t, cfg, rank, params[rank], refParams)
 		}
 	}
 }

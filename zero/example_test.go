@@ -18,7 +18,7 @@ import (
 // engine; the engine steps AdamW on them.
 func ExampleEngine() {
 	be := cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1})
-	cfg := model.Config{MaxT: 8, V: 16, Vp: 16, L: 1, NH: 2, C: 8}
+	cfg := model.GPT2(model.Config{MaxT: 8, V: 16, Vp: 16, L: 1, NH: 2, C: 8})
 	lay := model.NewLayout(cfg)
 	eng, err := zero.New(context.Background(), be, comm.NewSolo(be), zero.LayoutOf(lay), zero.DefaultOptions(0))
 	if err != nil {

@@ -87,8 +87,8 @@ func (e *Engine) reap(ctx context.Context, keep int) error {
 // gradWindow returns a free window of at least n elements, the smallest
 // that fits, or a new one. The pool grows only to the largest set of
 // windows in use at once (for the model's call order: the embeddings'
-// window held through backward, the final LayerNorm's, and a block's per
-// reduction in flight plus the one being filled).
+// window held through backward when the head is tied, the final group's,
+// and a block's per reduction in flight plus the one being filled).
 func (e *Engine) gradWindow(n int) (backend.Buffer, error) {
 	best := -1
 	for i, w := range e.gradFree {

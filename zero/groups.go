@@ -12,7 +12,7 @@ type Tensor struct {
 // Group is one unit the engine gathers, reduces and partitions: elements
 // [Off, Off+Len) of the flat layout, tiled in order by its Tensors. The
 // groups of a Layout tile the whole flat layout in order (LayoutOf converts
-// a model's: for GPT-2 the embeddings, the blocks, the final LayerNorm).
+// a model's: for its decoders the embeddings, the blocks, the final norm and head).
 type Group struct {
 	Off, Len int
 	Tensors  []Tensor

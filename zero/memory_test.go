@@ -12,7 +12,9 @@ import (
 // deepGPT2 has eight blocks and a small vocabulary, so no single group
 // dominates and a stage-3 rank's partition plus a few gathered groups stay
 // well below the whole model.
-func deepGPT2() model.Config { return model.Config{MaxT: 16, V: 64, Vp: 128, L: 8, NH: 2, C: 32} }
+func deepGPT2() model.Config {
+	return model.GPT2(model.Config{MaxT: 16, V: 64, Vp: 128, L: 8, NH: 2, C: 32})
+}
 
 // The memory acceptance, per rank, from the backend's own
 // accounting: stages ≥ 1 hold 12 bytes per partition element of master and

@@ -73,7 +73,7 @@ func allZero(x []float32) bool {
 // all-gather that delivered group g's initial weights; reduce-scatters are
 // named by the size of their group.
 func TestStage3GatherOrderAndPrefetch(t *testing.T) {
-	cfg := model.Config{MaxT: 16, V: 64, Vp: 128, L: 3, NH: 2, C: 32}
+	cfg := model.GPT2(model.Config{MaxT: 16, V: 64, Vp: 128, L: 3, NH: 2, C: 32})
 	const world = 2
 	lay := model.NewLayout(cfg)
 	_, n0 := lay.GroupRange(0)

@@ -50,16 +50,19 @@ func onEveryRank(size int, f func(r int) error) []error { return commtest.OnEver
 func firstErr(errs []error) error { return commtest.FirstErr(errs) }
 
 // trackedBackend records the current and peak bytes of every (pool,
-// category), which backend.MemoryStats keeps per pool only.
+// category), which backend.MemoryStats keeps per pool only. It passes the
+// Llama family's ops through, so those models run on it too.
 type trackedBackend struct {
 	backend.Backend
+	backend.DecoderOps
 	mu      sync.Mutex
 	current map[[2]int]int64
 	peak    map[[2]int]int64
 }
 
 func newTracked(be backend.Backend) *trackedBackend {
-	return &trackedBackend{Backend: be, current: map[[2]int]int64{}, peak: map[[2]int]int64{}}
+	dec, _ := be.(backend.DecoderOps)
+	return &trackedBackend{Backend: be, DecoderOps: dec, current: map[[2]int]int64{}, peak: map[[2]int]int64{}}
 }
 
 func (t *trackedBackend) Alloc(pool backend.Pool, cat backend.Category, dt backend.DType, n int) (backend.Buffer, error) {

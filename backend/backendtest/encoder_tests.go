@@ -42,6 +42,17 @@ func testEncoder(t *testing.T, nb func(*testing.T) backend.Backend) {
 		check(h.t, "dwte", gotTE, add(dwteV, gte), tolFor(dc.param, add(dwteV, gte), 1e-6))
 		check(h.t, "dwpe", gotPE, add(dwpeV, gpe), tolFor(dc.param, add(dwpeV, gpe), 1e-6))
 
+		// Without learned positions (the zero Buffer for wpe and dwpe): a
+		// lookup, and its gradient into dwte only.
+		h.be.EncoderForward(out, inp, wte, backend.Buffer{}, B, T, C)
+		lookup := make([]float64, B*T*C)
+		RefEncoderForward(lookup, ids, wteV, make([]float64, maxT*C), B, T, C)
+		check(h.t, "out without wpe", h.get(out), lookup, tolFor(dc.act, lookup, 1e-6))
+		before := h.get(dwte)
+		h.be.EncoderBackward(dwte, backend.Buffer{}, dout, inp, B, T, C)
+		check(h.t, "dwte without dwpe", h.get(dwte), add(before, gte), tolFor(dc.param, add(before, gte), 1e-6))
+		check(h.t, "dwpe untouched", h.get(dwpe), gotPE, tol{})
+
 		if s.finiteDiffOK && dc.param == backend.F32 && dc.act == backend.F32 {
 			fwd := make([]float64, B*T*C)
 			L := func() float64 { RefEncoderForward(fwd, ids, wteV, wpeV, B, T, C); return project(fwd, doutV) }

@@ -8,20 +8,36 @@ import (
 )
 
 // EncoderForward implements backend.Backend, in parallel over the B·T rows.
+// Without wpe each row is a copy of its wte row.
 func (be *Backend) EncoderForward(out, inp, wte, wpe backend.Buffer, B, T, C int) {
 	const op = "EncoderForward"
 	checkLen(op, "out", out, B*T*C)
 	checkLen(op, "inp", inp, B*T)
 	ids := i32s(op, inp)
 	checkIDs(op, ids, wte, wpe, T, C)
-	ov, ev, pv := floatView(op, out), floatView(op, wte), floatView(op, wpe)
+	pos := !wpe.IsNil()
+	ov, ev := floatView(op, out), floatView(op, wte)
+	var pv fview
+	if pos {
+		pv = floatView(op, wpe)
+	}
 	be.parallel(B*T, rowGrain(C), func(_, lo, hi int) {
-		otmp, etmp, ptmp := ov.tmp(C), ev.tmp(C), pv.tmp(C)
+		otmp, etmp := ov.tmp(C), ev.tmp(C)
+		var ptmp []float32
+		if pos {
+			ptmp = pv.tmp(C)
+		}
 		for bt := lo; bt < hi; bt++ {
 			o := ov.out(bt*C, C, otmp)
 			e := ev.load(int(ids[bt])*C, C, etmp)
+			e = e[:len(o)]
+			if !pos {
+				copy(o, e)
+				ov.store(bt*C, o)
+				continue
+			}
 			p := pv.load((bt%T)*C, C, ptmp)
-			e, p = e[:len(o)], p[:len(o)]
+			p = p[:len(o)]
 			for i := range o {
 				o[i] = e[i] + p[i]
 			}
@@ -35,7 +51,8 @@ func (be *Backend) EncoderForward(out, inp, wte, wpe backend.Buffer, B, T, C int
 // channel range: each goroutine owns columns [c0, c1) of dwte and dwpe,
 // which is race-free and sums in a fixed order. Positions holding the same
 // token are visited together so each dwte row is loaded and stored once (one
-// rounding per row for 16-bit gradients).
+// rounding per row for 16-bit gradients). Without dwpe only dwte is
+// accumulated.
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, inp backend.Buffer, B, T, C int) {
 	const op = "EncoderBackward"
 	checkLen(op, "dout", dout, B*T*C)
@@ -48,11 +65,20 @@ func (be *Backend) EncoderBackward(dwte, dwpe, dout, inp backend.Buffer, B, T, C
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ids[a], ids[b]) })
 
-	ev, pv, dv := floatView(op, dwte), floatView(op, dwpe), floatView(op, dout)
+	pos := !dwpe.IsNil()
+	ev, dv := floatView(op, dwte), floatView(op, dout)
+	var pv fview
+	if pos {
+		pv = floatView(op, dwpe)
+	}
 	be.parallel(C, max(1, (1<<14)/max(1, B*T)), func(_, c0, c1 int) {
 		w := c1 - c0
-		etmp, ptmp, dtmp := ev.tmp(w), pv.tmp(w), dv.tmp(w)
-		for t := 0; t < T; t++ {
+		etmp, dtmp := ev.tmp(w), dv.tmp(w)
+		var ptmp []float32
+		if pos {
+			ptmp = pv.tmp(w)
+		}
+		for t := 0; pos && t < T; t++ {
 			p := pv.load(t*C+c0, w, ptmp)
 			for b := 0; b < B; b++ {
 				d := dv.load((b*T+t)*C+c0, w, dtmp)
@@ -78,10 +104,10 @@ func (be *Backend) EncoderBackward(dwte, dwpe, dout, inp backend.Buffer, B, T, C
 	})
 }
 
-// checkIDs panics unless wte and wpe are whole rows of C, wpe covers T
-// positions and every id names a row of wte.
+// checkIDs panics unless wte and wpe are whole rows of C, wpe (when given)
+// covers T positions and every id names a row of wte.
 func checkIDs(op string, ids []int32, wte, wpe backend.Buffer, T, C int) {
-	if C <= 0 || wte.Len()%C != 0 || wpe.Len()%C != 0 || wpe.Len() < T*C {
+	if C <= 0 || wte.Len()%C != 0 || (!wpe.IsNil() && (wpe.Len()%C != 0 || wpe.Len() < T*C)) {
 		panic("cpu: " + op + ": wte/wpe shape does not match C and T")
 	}
 	rows := int32(wte.Len() / C)

@@ -61,13 +61,13 @@ func (be *Backend) Zero(dst backend.Buffer) { be.call("Zero", nil, anyLen("dst",
 // EncoderForward implements backend.Backend.
 func (be *Backend) EncoderForward(outp, inp, wte, wpe backend.Buffer, B, T, C int) {
 	be.call("EncoderForward", dims("B", B, "T", T, "C", C),
-		out("out", outp, B*T*C), in("inp", inp, B*T), anyLen("wte", wte, false), anyLen("wpe", wpe, false))
+		out("out", outp, B*T*C), in("inp", inp, B*T), anyLen("wte", wte, false), opt(anyLen("wpe", wpe, false)))
 }
 
 // EncoderBackward implements backend.Backend.
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, inp backend.Buffer, B, T, C int) {
 	be.call("EncoderBackward", dims("B", B, "T", T, "C", C),
-		anyLen("dwte", dwte, true), anyLen("dwpe", dwpe, true), in("dout", dout, B*T*C), in("inp", inp, B*T))
+		anyLen("dwte", dwte, true), opt(anyLen("dwpe", dwpe, true)), in("dout", dout, B*T*C), in("inp", inp, B*T))
 }
 
 // LayerNormForward implements backend.Backend.

@@ -24,7 +24,7 @@ func benchCommand() *cli.Command {
 		Name:  "bench",
 		Usage: "time training steps of a model on one device: tokens/s and MFU",
 		Description: "Runs forward, backward and an AdamW step on random tokens (no data needed) with one device,\n" +
-			"after one untimed warm-up step. MFU is 6·N + attention FLOPs per token over the device's peak: the\n" +
+			"after one untimed warm-up step. MFU is 6 × matmul weights + attention FLOPs per token over the device's peak: the\n" +
 			"bf16 tensor-core peak of known GPUs, the measured sgemm roofline on the CPU, or --peak-flops.\n\n" +
 			"With --dry-run nothing runs on a device: the trainer's real step runs on the accounting backend, and a\n" +
 			"cost model prices every kernel and GEMM the CUDA backend would launch at the published peaks of\n" +

@@ -72,8 +72,8 @@ func formatEstimate(w io.Writer, est trainer.MemoryEstimate) error {
 // describe writes the lines that say what was estimated.
 func describe(b *strings.Builder, est trainer.MemoryEstimate) {
 	m := est.Model
-	fmt.Fprintf(b, "GPT-2 L%d NH%d C%d, vocab %d (padded %d) | Ψ = %s parameters | N = %d ranks",
-		m.L, m.NH, m.C, m.V, m.Vp, groupDigits(est.NumParams), est.World)
+	fmt.Fprintf(b, "%s, vocab %d (padded %d) | Ψ = %s parameters | N = %d ranks",
+		m.Summary(), m.V, m.Vp, groupDigits(est.NumParams), est.World)
 	if est.Nodes > 1 {
 		fmt.Fprintf(b, " on %d nodes", est.Nodes)
 	}

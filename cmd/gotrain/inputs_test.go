@@ -260,7 +260,7 @@ func TestTrainBadTokenizerInfoFailsAtStartup(t *testing.T) {
 // may never have seen.
 func TestSampleBrokenTokenizerInfoIsAnError(t *testing.T) {
 	dir := t.TempDir()
-	cfg := model.Config{MaxT: 16, V: 257, Vp: model.PadVocab(257), L: 1, NH: 2, C: 16}
+	cfg := model.GPT2(model.Config{MaxT: 16, V: 257, Vp: model.PadVocab(257), L: 1, NH: 2, C: 16})
 	weights := filepath.Join(dir, "model.safetensors")
 	if err := model.SaveHF(weights, cfg, model.InitParams(cfg, 1), backend.F32); err != nil {
 		t.Fatal(err)
