@@ -89,7 +89,7 @@ func TestLtMatmul(t *testing.T) {
 						}
 						da, db, dc := uploadMat(t, dev, a, tc.in), uploadMat(t, dev, b, tc.in), uploadMat(t, dev, cm, tc.out)
 						p := LtMatmul{TransA: c.ta, TransB: c.tb, M: c.m, N: c.n, K: c.k, Alpha: float32(c.alpha), Beta: float32(c.beta),
-							A: da.matrix(), B: db.matrix(), C: dc.matrix(), Bias: pBias, Compute: Compute32F}
+							A: da.matrix(), B: db.matrix(), C: dc.matrix(), Bias: Vector{pBias, tc.out}, Compute: Compute32F}
 						if err := dev.Do(func(*cuda.Ctx) error {
 							if rowMajor {
 								return h.MatmulRowMajor(p)
