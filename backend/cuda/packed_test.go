@@ -90,6 +90,11 @@ func viewOps() []viewOp {
 			func(be backend.Backend, x []backend.Buffer) {
 				dec(be).RMSNormBackward(x[0], x[1], x[2], x[3], x[4], x[5], N, C)
 			}},
+		{"adamw", []int{n, n, n, n, n}, []int{0, 1, 3, 4}, with(5, 1, 3, 4),
+			func(be backend.Backend, x []backend.Buffer) {
+				be.AdamW(x[0], x[1], x[2], x[3], x[4], backend.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.95,
+					Eps: 1e-8, WeightDecay: 0.1, GradScale: 0.5, Step: 3})
+			}},
 		{"swiglu forward", []int{N * I, 2 * N * I}, []int{0}, same(2),
 			func(be backend.Backend, x []backend.Buffer) { dec(be).SwiGLUForward(x[0], x[1], N, I) }},
 		{"swiglu backward", []int{2 * N * I, N * I, 2 * N * I}, []int{0}, same(3),
@@ -117,8 +122,9 @@ func TestPackedKernelsOnUnalignedViews(t *testing.T) {
 				vals[i] = make([]float32, n)
 				for j := range vals[i] {
 					vals[i][j] = float32(r.NormFloat64())
-					if op.name == "layernorm backward" && i == 7 || op.name == "rmsnorm backward" && i == 5 {
-						vals[i][j] = float32(0.5 + r.Float64()) // rstd
+					if op.name == "layernorm backward" && i == 7 || op.name == "rmsnorm backward" && i == 5 ||
+						op.name == "adamw" && i == 4 {
+						vals[i][j] = float32(0.5 + r.Float64()) // rstd, AdamW's v
 					}
 				}
 			}
@@ -198,4 +204,54 @@ func offsetsOf(offs func(int) int, n int) []int {
 		o[i] = offs(i)
 	}
 	return o
+}
+
+// The reductions read packs too: on views at every offset, SumSquares gives
+// the same float64 bits as at offset 0, and NonFinite finds a NaN or an
+// Inf wherever it is, in the vector part or the tail.
+func TestReductionsOnUnalignedViews(t *testing.T) {
+	e := newEnv(t)
+	be := e.backend(t)
+	const n = 1037
+	r := rand.New(rand.NewPCG(5, 6))
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = float32(r.NormFloat64())
+	}
+	for _, dt := range []backend.DType{backend.F32, backend.BF16, backend.F16} {
+		base, err := be.Alloc(backend.Device, backend.Grads, dt, n+8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want float64
+		for off := 0; off < 8; off++ {
+			x := base.Slice(off, n)
+			if err := backend.WriteF32(be, x, vals); err != nil {
+				t.Fatal(err)
+			}
+			got := be.SumSquares(x)
+			if off == 0 {
+				want = got
+			} else if math.Float64bits(got) != math.Float64bits(want) {
+				t.Errorf("%s: sum of squares at offset %d is %.17g, at offset 0 %.17g", dt, off, got, want)
+			}
+			if be.NonFinite(x) {
+				t.Errorf("%s offset %d: NonFinite on finite data", dt, off)
+			}
+			for _, pos := range []int{0, 9, n - 1} {
+				bad := append([]float32(nil), vals...)
+				bad[pos] = float32(math.Inf(1 - 2*(pos%2)))
+				if pos == 9 {
+					bad[pos] = float32(math.NaN())
+				}
+				if err := backend.WriteF32(be, x, bad); err != nil {
+					t.Fatal(err)
+				}
+				if !be.NonFinite(x) {
+					t.Errorf("%s offset %d: NonFinite misses %g at %d", dt, off, bad[pos], pos)
+				}
+			}
+		}
+		be.Free(base)
+	}
 }
