@@ -218,7 +218,9 @@ func checkLt(p LtMatmul) error {
 
 // Matmul runs p on p.Stream: the plan for p's shape (made and cached on
 // first use: descriptor, layouts, heuristic query) and cublasLtMatmul, in
-// a single cgo call. The error names the step that failed.
+// a single cgo call. The error names the step that failed; when that was
+// making the plan it wraps ErrNoPlan, and later products of the shape
+// return the same error without asking the library again.
 func (h *LtHandle) Matmul(p LtMatmul) error {
 	if h.h == nil {
 		return ErrClosed
@@ -271,7 +273,7 @@ func (h *LtHandle) Matmul(p LtMatmul) error {
 		plan = &ltPlan{p: new(C.gt_cublaslt_plan)}
 		var stage C.int
 		if st := C.gt_cublaslt_plan_create(&h.lib.fns, h.h, &args, plan.p, &stage); st != C.GT_CUBLAS_STATUS_SUCCESS {
-			plan.p, plan.err = nil, h.lib.err(st, "%s", desc(step(stage)))
+			plan.p, plan.err = nil, fmt.Errorf("%w: %w", ErrNoPlan, h.lib.err(st, "%s", desc(step(stage))))
 		}
 		h.plans[key] = plan
 	}

@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"errors"
+
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/cublas"
 	cu "github.com/gotrain/gotrain/cuda"
@@ -58,8 +60,12 @@ func ltType(t kernels.Tensor) cublas.DataType {
 
 // ltLinear queues out (N,OC) = epilogue(x (N,C) · w (OC,C)ᵀ + bias) on
 // cuBLASLt, row-major, with the GELU when gelu is set (and its input kept
-// in aux when aux.Ptr is not 0). bias.Ptr 0 adds no bias.
-func (b *Backend) ltLinear(op string, out, aux, x, w, bias kernels.Tensor, gelu bool, N, C, OC int) {
+// in aux when aux.Ptr is not 0). bias.Ptr 0 adds no bias. It reports
+// false, having queued nothing, when cuBLASLt cannot plan the product (the
+// handle remembers, so the next call of the shape costs nothing): the
+// caller computes it another way. Any other failure is the backend's
+// error.
+func (b *Backend) ltLinear(op string, out, aux, x, w, bias kernels.Tensor, gelu bool, N, C, OC int) bool {
 	mat := func(t kernels.Tensor, ld int) cublas.Matrix {
 		return cublas.Matrix{Ptr: t.Ptr, Type: ltType(t), LD: max(1, ld)}
 	}
@@ -71,10 +77,15 @@ func (b *Backend) ltLinear(op string, out, aux, x, w, bias kernels.Tensor, gelu 
 	if aux.Ptr != 0 {
 		p.Aux = mat(aux, OC)
 	}
-	b.check(op, b.dev.Do(func(c *cu.Ctx) error {
+	err := b.dev.Do(func(c *cu.Ctx) error {
 		p.Workspace, p.WorkspaceBytes = b.ltWorkspace(c)
 		return b.lt.h.MatmulRowMajor(p)
-	}))
+	})
+	if errors.Is(err, cublas.ErrNoPlan) {
+		return false
+	}
+	b.check(op, err)
+	return true
 }
 
 // MatmulGeluForward is MatmulForward then GeluForward in one step: pre
@@ -84,7 +95,8 @@ func (b *Backend) ltLinear(op string, out, aux, x, w, bias kernels.Tensor, gelu 
 // the bias has their dtype, and OC is a multiple of 8, it is one GEMM
 // whose epilogue adds the bias, keeps pre and applies the GELU to the
 // fp32 sum (so a 16-bit out is GELU of pre before its rounding, within
-// one rounding of the two-op result); otherwise it is exactly the two ops.
+// one rounding of the two-op result); otherwise (or when cuBLASLt has no
+// algorithm for it) it is exactly the two ops.
 // A model finds it with a type assertion on an interface of this one
 // method.
 func (b *Backend) MatmulGeluForward(out, pre, inp, weight, bias backend.Buffer, N, C, OC int) {
@@ -108,10 +120,8 @@ func (b *Backend) MatmulGeluForward(out, pre, inp, weight, bias backend.Buffer, 
 	fused := N > 0 && OC > 0 && C > 0 && OC%8 == 0 && o.DT == a.DT && writable(o, bf16) &&
 		(bf16 || (x.DT == kernels.F32 && w.DT == kernels.F32)) &&
 		(bt.Ptr == 0 || (bt.DT == o.DT && ltAligned(bt))) && ltAligned(a)
-	if !fused {
+	if !fused || !b.ltLinear(op, o, a, x, w, bt, true, N, C, OC) {
 		b.MatmulForward(pre, inp, weight, bias, N, C, OC)
 		b.GeluForward(out, pre, N*OC)
-		return
 	}
-	b.ltLinear(op, o, a, x, w, bt, true, N, C, OC)
 }

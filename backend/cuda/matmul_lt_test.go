@@ -10,6 +10,7 @@ import (
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/backend/compare"
+	"github.com/gotrain/gotrain/cublas"
 	"github.com/gotrain/gotrain/cuda/cudatest"
 )
 
@@ -217,5 +218,42 @@ func TestLtWorkspaceIsAccountedAndFreed(t *testing.T) {
 	}
 	if free1 != free0 {
 		t.Errorf("free device memory %d after Close, %d before New", free1, free0)
+	}
+}
+
+// When cuBLASLt has no algorithm for a product (the mock built with
+// MOCK_LT_NO_ALGO has none for any), the linear layer and MatmulGeluForward
+// run the cuBLAS GEMM and kernels instead, with no error and the same bits
+// as a backend without cuBLASLt.
+func TestLinearFallsBackWithoutLtAlgorithm(t *testing.T) {
+	e := newEnv(t)
+	noAlgo, err := cublas.LoadLt(cublas.LoadOptions{Library: cudatest.BuildMockCUBLASLt(t, "MOCK_LT_NO_ALGO")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt := e.newBackend(t, Options{Device: e.dev, Compiler: e.comp, BLAS: e.blas, BLASLt: noAlgo, Host: newHost()})
+	plain := e.backendNoLt(t)
+	const N, C, OC = 4, 16, 24
+	r := rand.New(rand.NewPCG(2, 7))
+	inV, wV, bV := gaussF32(r, N*C, 1), gaussF32(r, OC*C, 0.3), gaussF32(r, OC, 0.5)
+	for _, dt := range []backend.DType{backend.F32, backend.BF16} {
+		run := func(b *Backend) (out, pre []float32) {
+			in, w, bias := upF32(t, b, dt, inV), upF32(t, b, dt, wV), upF32(t, b, dt, bV)
+			o, p := upF32(t, b, dt, make([]float32, N*OC)), upF32(t, b, dt, make([]float32, N*OC))
+			for i := 0; i < 2; i++ { // the second time from the cached failure
+				b.MatmulGeluForward(o, p, in, w, bias, N, C, OC)
+			}
+			return downF32(t, b, o), downF32(t, b, p)
+		}
+		gotOut, gotPre := run(lt)
+		wantOut, wantPre := run(plain)
+		if !sameBits32(gotOut, wantOut) || !sameBits32(gotPre, wantPre) {
+			t.Errorf("%s: the fallback differs from the backend without cuBLASLt", dt)
+		}
+	}
+	// cuBLASLt was asked once per shape and epilogue: GELU_AUX_BIAS and
+	// BIAS, in two dtypes.
+	if n := lt.lt.h.Plans(); n != 4 {
+		t.Errorf("%d plans (failures) cached, want 4", n)
 	}
 }
