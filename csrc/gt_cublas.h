@@ -95,22 +95,35 @@ enum {
 /* cuBLASLt attributes and epilogues (cublasLt.h); every attribute enum is
  * a C enum, so int-sized. The comment says the attribute's value type. */
 enum {
-	GT_CUBLASLT_MATMUL_DESC_TRANSA = 3,       /* int32_t (cublasOperation_t) */
-	GT_CUBLASLT_MATMUL_DESC_TRANSB = 4,       /* int32_t (cublasOperation_t) */
-	GT_CUBLASLT_MATMUL_DESC_EPILOGUE = 7,     /* uint32_t (cublasLtEpilogue_t) */
-	GT_CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8  /* void * (device) */
+	GT_CUBLASLT_MATMUL_DESC_TRANSA = 3,                /* int32_t (cublasOperation_t) */
+	GT_CUBLASLT_MATMUL_DESC_TRANSB = 4,                /* int32_t (cublasOperation_t) */
+	GT_CUBLASLT_MATMUL_DESC_EPILOGUE = 7,              /* uint32_t (cublasLtEpilogue_t) */
+	GT_CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,          /* void * (device) */
+	GT_CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11, /* void * (device) */
+	GT_CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,      /* int64_t, in elements */
+	GT_CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26        /* int32_t (cudaDataType_t); default -1: D's type */
 };
 enum {
 	GT_CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,         /* int32_t */
 	GT_CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6 /* int64_t, in elements */
 };
-enum { GT_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 /* uint64_t */ };
+enum {
+	GT_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1, /* uint64_t */
+	/* uint32_t each, default 256: the heuristic only offers algorithms that
+	 * work with buffers this aligned. */
+	GT_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+	GT_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+	GT_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+	GT_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8
+};
 enum {
 	GT_CUBLASLT_EPILOGUE_DEFAULT = 1,
 	GT_CUBLASLT_EPILOGUE_RELU = 2,
 	GT_CUBLASLT_EPILOGUE_BIAS = 4,
 	GT_CUBLASLT_EPILOGUE_GELU = 32,
-	GT_CUBLASLT_EPILOGUE_GELU_BIAS = 36
+	GT_CUBLASLT_EPILOGUE_GELU_BIAS = 36,
+	GT_CUBLASLT_EPILOGUE_GELU_AUX = 160,     /* GELU, the input of the GELU stored to the aux buffer */
+	GT_CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164 /* GELU_AUX after the bias */
 };
 
 typedef struct {
@@ -362,89 +375,145 @@ static inline size_t gt_cublaslt_get_version(const gt_cublaslt_fns *f) {
 	return ((gt_cublasLtGetVersion_fn)f->get_version)();
 }
 
-/* One matmul in a single cgo call:
- *   D = alpha*op(A)*op(B) + beta*C (+ bias broadcast along D's columns)
- * Descriptors, layouts and the preference live only for the call; the
- * first heuristic result is used. C and D share one layout (ldc), as
- * cuBLASLt requires for in-place use. stage reports which step failed, for
- * the error message: 1 desc, 2 layouts, 3 preference, 4 heuristic (no
- * algorithm), 5 matmul. */
+/* A matmul plan: the descriptor, layouts and heuristic result of one
+ * product shape, made once (gt_cublaslt_plan_create) and run many times
+ * (gt_cublaslt_plan_run), only the pointers changing between runs:
+ *   D = epilogue(alpha*op(A)*op(B) + beta*C [+ bias broadcast along D's columns])
+ * C and D share one layout (ldc), as cuBLASLt requires for in-place use.
+ * The epilogue is DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX or GELU_AUX_BIAS;
+ * with a bias, its element type is set explicitly (BIAS_DATA_TYPE), and
+ * with an aux buffer (the GELU's input, D's type) its leading dimension.
+ * The preference carries the workspace size and the alignment of the
+ * buffers the plan will see, so the algorithm works with them. stage
+ * reports which step failed, for the error message: 1 desc, 2 layouts,
+ * 3 preference, 4 heuristic (no algorithm), 5 matmul, 6 setting the
+ * run's pointers. */
 typedef struct {
 	gt_cublasOperation_t transa, transb;
 	uint64_t m, n, k;
-	float alpha, beta;
-	uint64_t A; gt_cudaDataType_t atype; int64_t lda;
-	uint64_t B; gt_cudaDataType_t btype; int64_t ldb;
-	uint64_t C; gt_cudaDataType_t ctype; int64_t ldc;
-	uint64_t D;
-	uint64_t bias;          /* 0: no bias (CUBLASLT_EPILOGUE_DEFAULT) */
-	uint64_t workspace; size_t workspace_bytes;
-	uintptr_t stream;
+	gt_cudaDataType_t atype, btype, ctype;
+	int64_t lda, ldb, ldc;
+	uint32_t epilogue;
+	gt_cudaDataType_t bias_type; /* with a BIAS epilogue */
+	int64_t aux_ld;              /* with an AUX epilogue */
+	uint32_t align_a, align_b, align_c, align_d;
+	uint64_t workspace_bytes;
 	gt_cublasComputeType_t compute;
-} gt_cublaslt_matmul_args;
+} gt_cublaslt_plan_args;
 
-static inline gt_cublasStatus_t gt_cublaslt_matmul(const gt_cublaslt_fns *f, gt_cublasLtHandle_t h,
-                                                   const gt_cublaslt_matmul_args *a, int *stage) {
-	gt_cublasLtMatmulDesc_t desc = NULL;
-	gt_cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+typedef struct {
+	gt_cublasLtMatmulDesc_t desc;
+	gt_cublasLtMatrixLayout_t la, lb, lc;
+	gt_cublasLtMatmulAlgo_t algo;
+	uint32_t epilogue;
+} gt_cublaslt_plan;
+
+static inline int gt_cublaslt_epilogue_has_bias(uint32_t e) {
+	return e == GT_CUBLASLT_EPILOGUE_BIAS || e == GT_CUBLASLT_EPILOGUE_GELU_BIAS || e == GT_CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+static inline int gt_cublaslt_epilogue_has_aux(uint32_t e) {
+	return e == GT_CUBLASLT_EPILOGUE_GELU_AUX || e == GT_CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+/* gt_cublaslt_plan_destroy releases what a plan holds (best effort) and
+ * zeroes it. */
+static inline void gt_cublaslt_plan_destroy(const gt_cublaslt_fns *f, gt_cublaslt_plan *p) {
+	if (p->lc) ((gt_cublasLtMatrixLayoutDestroy_fn)f->layout_destroy)(p->lc);
+	if (p->lb) ((gt_cublasLtMatrixLayoutDestroy_fn)f->layout_destroy)(p->lb);
+	if (p->la) ((gt_cublasLtMatrixLayoutDestroy_fn)f->layout_destroy)(p->la);
+	if (p->desc) ((gt_cublasLtMatmulDescDestroy_fn)f->desc_destroy)(p->desc);
+	memset(p, 0, sizeof(*p));
+}
+
+static inline gt_cublasStatus_t gt_cublaslt_plan_create(const gt_cublaslt_fns *f, gt_cublasLtHandle_t h,
+                                                        const gt_cublaslt_plan_args *a, gt_cublaslt_plan *p, int *stage) {
 	gt_cublasLtMatmulPreference_t pref = NULL;
 	gt_cublasStatus_t rc;
 	int32_t ta = a->transa, tb = a->transb;
-	uint32_t epi = a->bias ? GT_CUBLASLT_EPILOGUE_BIAS : GT_CUBLASLT_EPILOGUE_DEFAULT;
-	void *bias = (void *)(uintptr_t)a->bias;
+	uint32_t epi = a->epilogue;
+	int32_t bias_type = a->bias_type;
+	int64_t aux_ld = a->aux_ld;
 	uint64_t wsmax = a->workspace_bytes;
+	uint32_t align[4] = {a->align_a, a->align_b, a->align_c, a->align_d};
 	gt_cublasLtMatmulHeuristicResult_t heur;
 	int found = 0;
 	/* A is m×k after op, so stored k×m when transposed; likewise B. */
 	uint64_t arows = ta == GT_CUBLAS_OP_N ? a->m : a->k, acols = ta == GT_CUBLAS_OP_N ? a->k : a->m;
 	uint64_t brows = tb == GT_CUBLAS_OP_N ? a->k : a->n, bcols = tb == GT_CUBLAS_OP_N ? a->n : a->k;
 
+	memset(p, 0, sizeof(*p));
+	p->epilogue = epi;
 	*stage = 1;
-	rc = ((gt_cublasLtMatmulDescCreate_fn)f->desc_create)(&desc, a->compute, GT_CUDA_R_32F);
+	rc = ((gt_cublasLtMatmulDescCreate_fn)f->desc_create)(&p->desc, a->compute, GT_CUDA_R_32F);
 	if (rc) goto out;
-	rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(desc, GT_CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+	rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(p->desc, GT_CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
 	if (rc) goto out;
-	rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(desc, GT_CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+	rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(p->desc, GT_CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
 	if (rc) goto out;
-	rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(desc, GT_CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
+	rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(p->desc, GT_CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
 	if (rc) goto out;
-	if (a->bias) {
-		rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(desc, GT_CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+	if (gt_cublaslt_epilogue_has_bias(epi)) {
+		rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(p->desc, GT_CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type));
+		if (rc) goto out;
+	}
+	if (gt_cublaslt_epilogue_has_aux(epi)) {
+		rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(p->desc, GT_CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld));
 		if (rc) goto out;
 	}
 	*stage = 2;
-	rc = ((gt_cublasLtMatrixLayoutCreate_fn)f->layout_create)(&la, a->atype, arows, acols, a->lda);
+	rc = ((gt_cublasLtMatrixLayoutCreate_fn)f->layout_create)(&p->la, a->atype, arows, acols, a->lda);
 	if (rc) goto out;
-	rc = ((gt_cublasLtMatrixLayoutCreate_fn)f->layout_create)(&lb, a->btype, brows, bcols, a->ldb);
+	rc = ((gt_cublasLtMatrixLayoutCreate_fn)f->layout_create)(&p->lb, a->btype, brows, bcols, a->ldb);
 	if (rc) goto out;
-	rc = ((gt_cublasLtMatrixLayoutCreate_fn)f->layout_create)(&lc, a->ctype, a->m, a->n, a->ldc);
+	rc = ((gt_cublasLtMatrixLayoutCreate_fn)f->layout_create)(&p->lc, a->ctype, a->m, a->n, a->ldc);
 	if (rc) goto out;
 	*stage = 3;
 	rc = ((gt_cublasLtMatmulPreferenceCreate_fn)f->pref_create)(&pref);
 	if (rc) goto out;
 	rc = ((gt_cublasLtMatmulPreferenceSetAttribute_fn)f->pref_set)(pref, GT_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof(wsmax));
 	if (rc) goto out;
+	for (int i = 0; i < 4; i++) {
+		rc = ((gt_cublasLtMatmulPreferenceSetAttribute_fn)f->pref_set)(pref, GT_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i, &align[i], sizeof(align[i]));
+		if (rc) goto out;
+	}
 	*stage = 4;
 	memset(&heur, 0, sizeof(heur));
-	rc = ((gt_cublasLtMatmulAlgoGetHeuristic_fn)f->heuristic)(h, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+	rc = ((gt_cublasLtMatmulAlgoGetHeuristic_fn)f->heuristic)(h, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &heur, &found);
 	if (rc) goto out;
 	if (found < 1) {
 		rc = GT_CUBLAS_STATUS_NOT_SUPPORTED;
 		goto out;
 	}
-	*stage = 5;
-	rc = ((gt_cublasLtMatmul_fn)f->matmul)(h, desc, &a->alpha, (const void *)(uintptr_t)a->A, la,
-		(const void *)(uintptr_t)a->B, lb, &a->beta, (const void *)(uintptr_t)a->C, lc,
-		(void *)(uintptr_t)a->D, lc, &heur.algo, (void *)(uintptr_t)a->workspace, a->workspace_bytes,
-		(gt_cudaStream_t)a->stream);
+	p->algo = heur.algo;
 out:
-	/* Destroying is best effort: the first failure is what the caller needs. */
 	if (pref) ((gt_cublasLtMatmulPreferenceDestroy_fn)f->pref_destroy)(pref);
-	if (lc) ((gt_cublasLtMatrixLayoutDestroy_fn)f->layout_destroy)(lc);
-	if (lb) ((gt_cublasLtMatrixLayoutDestroy_fn)f->layout_destroy)(lb);
-	if (la) ((gt_cublasLtMatrixLayoutDestroy_fn)f->layout_destroy)(la);
-	if (desc) ((gt_cublasLtMatmulDescDestroy_fn)f->desc_destroy)(desc);
+	if (rc) gt_cublaslt_plan_destroy(f, p);
 	return rc;
+}
+
+/* gt_cublaslt_plan_run runs plan p on the given buffers: it sets the bias
+ * and aux pointers the epilogue reads and writes on the plan's descriptor
+ * (host-side, no synchronisation), then queues cublasLtMatmul. */
+static inline gt_cublasStatus_t gt_cublaslt_plan_run(const gt_cublaslt_fns *f, gt_cublasLtHandle_t h, gt_cublaslt_plan *p,
+                                                     float alpha, float beta, uint64_t A, uint64_t B, uint64_t C, uint64_t D,
+                                                     uint64_t bias, uint64_t aux, uint64_t workspace, size_t ws_bytes,
+                                                     uintptr_t stream, int *stage) {
+	gt_cublasStatus_t rc;
+	void *bp = (void *)(uintptr_t)bias, *xp = (void *)(uintptr_t)aux;
+	*stage = 6;
+	if (gt_cublaslt_epilogue_has_bias(p->epilogue)) {
+		rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(p->desc, GT_CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp));
+		if (rc) return rc;
+	}
+	if (gt_cublaslt_epilogue_has_aux(p->epilogue)) {
+		rc = ((gt_cublasLtMatmulDescSetAttribute_fn)f->desc_set)(p->desc, GT_CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &xp, sizeof(xp));
+		if (rc) return rc;
+	}
+	*stage = 5;
+	return ((gt_cublasLtMatmul_fn)f->matmul)(h, p->desc, &alpha, (const void *)(uintptr_t)A, p->la,
+		(const void *)(uintptr_t)B, p->lb, &beta, (const void *)(uintptr_t)C, p->lc,
+		(void *)(uintptr_t)D, p->lc, &p->algo, (void *)(uintptr_t)workspace, ws_bytes, (gt_cudaStream_t)stream);
 }
 
 #endif /* GT_CUBLAS_H */

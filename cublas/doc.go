@@ -3,7 +3,10 @@
 // major) so the binary builds and runs without them: the handle, its
 // stream, workspace and math mode, and the GEMMs the CUDA backend needs,
 // GemmEx and GemmStridedBatchedEx with fp32 or bf16 inputs and fp32
-// compute, plus one cuBLASLt matmul with a fused bias epilogue.
+// compute, plus cuBLASLt matmuls with fused epilogues (bias, tanh GELU,
+// the GELU's input kept for the backward pass), whose descriptors,
+// layouts and heuristic results an LtHandle makes once per product shape
+// and reuses.
 //
 // # Layout
 //

@@ -17,6 +17,13 @@ var ErrClosed = errors.New("cublas: handle closed")
 // CUBLAS_STATUS_NOT_SUPPORTED there); the message says which.
 var ErrInvalidArgument = errors.New("cublas: invalid argument")
 
+// ErrNoPlan is wrapped by LtHandle.Matmul's error when the library would
+// not plan the product (a descriptor, layout or preference it refused, or
+// no algorithm from the heuristic) rather than failed to run it: the
+// caller may compute the product another way. The wrapped *Error says
+// which step and status.
+var ErrNoPlan = errors.New("cublas: cuBLASLt cannot plan this product")
+
 // Status is a cublasStatus_t.
 type Status int
 

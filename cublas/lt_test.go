@@ -89,7 +89,7 @@ func TestLtMatmul(t *testing.T) {
 						}
 						da, db, dc := uploadMat(t, dev, a, tc.in), uploadMat(t, dev, b, tc.in), uploadMat(t, dev, cm, tc.out)
 						p := LtMatmul{TransA: c.ta, TransB: c.tb, M: c.m, N: c.n, K: c.k, Alpha: float32(c.alpha), Beta: float32(c.beta),
-							A: da.matrix(), B: db.matrix(), C: dc.matrix(), Bias: pBias, Compute: Compute32F}
+							A: da.matrix(), B: db.matrix(), C: dc.matrix(), Bias: Vector{pBias, tc.out}, Compute: Compute32F}
 						if err := dev.Do(func(*cuda.Ctx) error {
 							if rowMajor {
 								return h.MatmulRowMajor(p)
@@ -130,9 +130,12 @@ func TestLtMatmulErrors(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidArgument mentioning %q", c.name, err, c.want)
 		}
 	}
-	err := dev.Do(func(*cuda.Ctx) error { return h.Matmul(base) })
-	if !IsStatus(err, StatusNotSupported) || !strings.Contains(err.Error(), "cublasLtMatmulAlgoGetHeuristic") {
-		t.Errorf("no algorithm: %v, want CUBLAS_STATUS_NOT_SUPPORTED from the heuristic step", err)
+	for i := 0; i < 2; i++ { // the second time from the plan cache
+		err := dev.Do(func(*cuda.Ctx) error { return h.Matmul(base) })
+		if !IsStatus(err, StatusNotSupported) || !errors.Is(err, ErrNoPlan) ||
+			!strings.Contains(err.Error(), "cublasLtMatmulAlgoGetHeuristic") {
+			t.Errorf("no algorithm: %v, want ErrNoPlan with CUBLAS_STATUS_NOT_SUPPORTED from the heuristic step", err)
+		}
 	}
 	if err := dev.Do(func(*cuda.Ctx) error { return h.Close() }); err != nil {
 		t.Fatal(err)

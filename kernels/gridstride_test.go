@@ -60,6 +60,40 @@ func TestResultsDoNotDependOnGrid(t *testing.T) {
 			func(m []*emu.Mem) []any { return []any{m[0], bf16, m[1], m[2], f32, int32(N), int32(C)} }},
 		{"gt_matmul_dbias_reduce", 32, 2, []int{C, 3 * C}, []int{0},
 			func(m []*emu.Mem) []any { return []any{m[0], f32, m[1], int32(3), int32(C)} }},
+		{"gt_rmsnorm_forward", 128, (N + 3) / 4, []int{N * C, N, N * C, C}, []int{0, 1},
+			func(m []*emu.Mem) []any {
+				return []any{m[0], bf16, m[1], m[2], f32, m[3], bf16, int32(N), int32(C), float32(1e-5)}
+			}},
+		{"gt_residual_rmsnorm_forward", 128, (N + 3) / 4, []int{N * C, N * C, N, N * C, N * C, C}, []int{0, 1, 2},
+			func(m []*emu.Mem) []any {
+				return []any{m[0], f32, m[1], bf16, m[2], m[3], f32, m[4], f32, m[5], f32, int32(N), int32(C), float32(1e-6)}
+			}},
+		{"gt_rmsnorm_backward_dinp", 128, (N + 3) / 4, []int{N * C, N * C, N * C, C, N}, []int{0},
+			func(m []*emu.Mem) []any {
+				return []any{m[0], f32, m[1], f32, m[2], f32, m[3], f32, m[4], int32(N), int32(C)}
+			}},
+		// Rotary: NH = 3, KV = 1, HD = 6 over N tokens of T positions; the
+		// forward with Qwen3's norms, the backward with and without them.
+		{"gt_qkv_rotary_forward", 128, (N*5 + 3) / 4, []int{N * 30, N * 4, N * 30, 6, 6, T * 3, T * 3}, []int{0, 1},
+			func(m []*emu.Mem) []any {
+				return []any{m[0], f32, m[1], m[2], f32, m[3], f32, m[4], bf16, m[5], m[6],
+					int32(N), int32(T), int32(3), int32(1), int32(6), float32(1e-6)}
+			}},
+		{"gt_qkv_rotary_backward", 128, (N*5 + 3) / 4, []int{N * 30, N * 30, N * 30, 6, 6, N * 4, T * 3, T * 3}, []int{0},
+			func(m []*emu.Mem) []any {
+				return []any{m[0], f32, m[1], f32, m[2], f32, m[3], f32, m[4], f32, m[5], m[6], m[7],
+					int32(N), int32(T), int32(3), int32(1), int32(6)}
+			}},
+		{"gt_qkv_rotary_backward", 128, (N*5 + 3) / 4, []int{N * 30, N * 30, T * 3, T * 3}, []int{0},
+			func(m []*emu.Mem) []any {
+				null := uint64(0)
+				return []any{m[0], bf16, m[1], f32, null, f32, null, f32, null, f32, null, m[2], m[3],
+					int32(N), int32(T), int32(3), int32(1), int32(6)}
+			}},
+		{"gt_swiglu_forward", 256, 7, []int{N * C, 2 * N * C}, []int{0},
+			func(m []*emu.Mem) []any { return []any{m[0], bf16, m[1], f32, int32(N), int32(C)} }},
+		{"gt_swiglu_backward", 256, 7, []int{2 * N * C, N * C, 2 * N * C}, []int{0},
+			func(m []*emu.Mem) []any { return []any{m[0], f32, m[1], f32, m[2], f32, int32(N), int32(C)} }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.kernel, func(t *testing.T) {

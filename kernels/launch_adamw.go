@@ -38,7 +38,7 @@ func (s *Set) AdamW(st cuda.Stream, param, master, grad, m, v Tensor, n int, a A
 	}
 	bc1 := float32(1 - math.Pow(float64(a.Beta1), float64(a.Step)))
 	bc2 := float32(1 - math.Pow(float64(a.Beta2), float64(a.Step)))
-	return s.launch("gt_adamw", st, blocksFor(n, adamwThreads), adamwThreads,
+	return s.launch("gt_adamw", st, blocksFor(packs(n), adamwThreads), adamwThreads,
 		param.Ptr, int32(param.DT), master.Ptr, grad.Ptr, int32(grad.DT), m.Ptr, v.Ptr, int64(n),
 		a.LR, a.Beta1, a.Beta2, a.Eps, a.WeightDecay, a.GradScale, bc1, bc2)
 }

@@ -8,8 +8,15 @@ import (
 )
 
 // ewThreads is the block size of the element-wise kernels (elementwise.cu,
-// gelu.cu): one thread per element, grid-stride.
+// gelu.cu, swiglu.cu): one thread per pack, grid-stride.
 const ewThreads = 256
+
+// packLen is packed.cuh's GT_PACK: the elements one thread of a vectorised
+// kernel moves per access.
+const packLen = 8
+
+// packs is how many packs of packLen cover n elements.
+func packs(n int) int { return (n + packLen - 1) / packLen }
 
 // Add queues gt_add: out = a + b over n elements, each of any float dtype;
 // out may alias a or b.
@@ -18,7 +25,7 @@ func (s *Set) Add(st cuda.Stream, out, a, b Tensor, n int) error {
 	if !elemArgs(op, n, out, a, b) {
 		return nil
 	}
-	return s.launch("gt_add", st, blocksFor(n, ewThreads), ewThreads,
+	return s.launch("gt_add", st, blocksFor(packs(n), ewThreads), ewThreads,
 		out.Ptr, int32(out.DT), a.Ptr, int32(a.DT), b.Ptr, int32(b.DT), int64(n))
 }
 
@@ -28,7 +35,7 @@ func (s *Set) Scale(st cuda.Stream, x Tensor, scale float32, n int) error {
 	if !elemArgs(op, n, x) {
 		return nil
 	}
-	return s.launch("gt_scale", st, blocksFor(n, ewThreads), ewThreads, x.Ptr, int32(x.DT), scale, int64(n))
+	return s.launch("gt_scale", st, blocksFor(packs(n), ewThreads), ewThreads, x.Ptr, int32(x.DT), scale, int64(n))
 }
 
 // Cast queues gt_cast: dst = src over n elements, converted from src's
@@ -40,7 +47,7 @@ func (s *Set) Cast(st cuda.Stream, dst, src Tensor, n int) error {
 	if !elemArgs(op, n, dst, src) {
 		return nil
 	}
-	return s.launch("gt_cast", st, blocksFor(n, ewThreads), ewThreads,
+	return s.launch("gt_cast", st, blocksFor(packs(n), ewThreads), ewThreads,
 		dst.Ptr, int32(dst.DT), src.Ptr, int32(src.DT), int64(n))
 }
 

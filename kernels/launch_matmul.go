@@ -23,11 +23,13 @@ func colChunks(N int) (chunks, rows int) {
 	return (N + rows - 1) / rows, rows
 }
 
-// colGrid is the geometry of a partial-sum kernel: x covers C columns, y
-// the chunks (at most colMaxChunks, well inside grid.y's limit).
+// colGrid is the geometry of a partial-sum kernel: x covers the packs of
+// C columns (a thread sums one pack), y the chunks (at most colMaxChunks,
+// well inside grid.y's limit).
 func colGrid(C, chunks int) (grid, block cuda.Dim3) {
-	threads := min(colThreads, rowThreads(C))
-	return cuda.Dim3{X: uint32((C + threads - 1) / threads), Y: uint32(chunks), Z: 1},
+	p := packs(C)
+	threads := min(colThreads, rowThreads(p))
+	return cuda.Dim3{X: uint32((p + threads - 1) / threads), Y: uint32(chunks), Z: 1},
 		cuda.Dim3{X: uint32(threads), Y: 1, Z: 1}
 }
 
@@ -50,7 +52,7 @@ func (s *Set) MatmulEpilogue(st cuda.Stream, out, acc, bias Tensor, N, OC int) e
 	if err := dimsFit(op, N, OC); err != nil || N == 0 || OC == 0 {
 		return err
 	}
-	return s.launch("gt_matmul_epilogue", st, blocksFor(N, 1), rowThreads(OC),
+	return s.launch("gt_matmul_epilogue", st, blocksFor(N, 1), rowThreads(packs(OC)),
 		out.Ptr, int32(out.DT), acc.Ptr, bias.Ptr, int32(bias.DT), int32(N), int32(OC))
 }
 

@@ -1,16 +1,22 @@
 // reduce.cu: whole-buffer reductions the optimizer needs, over n elements
-// of a float buffer of any dtype.
+// of a float buffer of any dtype, a pack of GT_PACK per thread
+// (packed.cuh), grid-stride.
 
 // gt_sum_squares writes Σx² over the elements each block visits (block b:
-// elements whose grid-stride loop starts in block b) to partials[b], in
+// the packs whose grid-stride loop starts in block b) to partials[b], in
 // float64. The caller adds the gridDim.x partials in block order, so the
 // total depends only on n and the grid size: the same bits on every run.
 extern "C" __global__ void gt_sum_squares(double *partials, const void *x, int dt, long long n) {
-	long long stride = (long long)gridDim.x * blockDim.x;
+	long long stride = (long long)gridDim.x * blockDim.x * GT_PACK;
 	double s = 0.0;
-	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		double a = (double)gt_load(x, dt, i);
-		s += a * a;
+	for (long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * GT_PACK; i < n; i += stride) {
+		float v[GT_PACK];
+		gt_load8(x, dt, i, gt_pack_len(i, n), v);
+#pragma unroll
+		for (int k = 0; k < GT_PACK; k++) {
+			double a = (double)v[k]; // 0 past the end
+			s += a * a;
+		}
 	}
 	s = gt_block_sum_f64(s);
 	if (threadIdx.x == 0) {
@@ -19,17 +25,18 @@ extern "C" __global__ void gt_sum_squares(double *partials, const void *x, int d
 }
 
 // gt_nonfinite sets *flag to 1 if any element is a NaN or an Inf, tested on
-// the exponent bits (all ones means Inf or NaN in every float format). The
-// caller zeroes the flag first; racing stores all write the same 1.
+// the exponent bits of its fp32 widening (exact: a 16-bit Inf or NaN
+// widens to an fp32 one). The caller zeroes the flag first; racing stores
+// all write the same 1.
 extern "C" __global__ void gt_nonfinite(int *flag, const void *x, int dt, long long n) {
-	long long stride = (long long)gridDim.x * blockDim.x;
-	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		bool bad;
-		if (dt == GT_F32) {
-			bad = (((const unsigned int *)x)[i] & 0x7f800000u) == 0x7f800000u;
-		} else {
-			unsigned int mask = dt == GT_BF16 ? 0x7f80u : 0x7c00u;
-			bad = (((const unsigned short *)x)[i] & mask) == mask;
+	long long stride = (long long)gridDim.x * blockDim.x * GT_PACK;
+	for (long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * GT_PACK; i < n; i += stride) {
+		float v[GT_PACK];
+		gt_load8(x, dt, i, gt_pack_len(i, n), v);
+		bool bad = false;
+#pragma unroll
+		for (int k = 0; k < GT_PACK; k++) {
+			bad = bad || (__float_as_uint(v[k]) & 0x7f800000u) == 0x7f800000u;
 		}
 		if (bad) {
 			*flag = 1;

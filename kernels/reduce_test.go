@@ -10,13 +10,13 @@ import (
 )
 
 // gt_sum_squares leaves one float64 partial per block. On a grid smaller
-// than the data (threads loop grid-stride) each partial must be the sum
-// over exactly the elements its block visits, computed here in float64 on
+// than the data (threads loop grid-stride over packs) each partial must be
+// the sum over exactly the elements its block visits, computed here in float64 on
 // the values as stored (bf16 bit patterns widened exactly).
 func TestSumSquaresPartialsPerBlock(t *testing.T) {
 	lib := emu.ForTest(t)
 	r := rand.New(rand.NewPCG(2, 9))
-	const n, blocks, threads = 5000, 3, 256
+	const n, blocks, threads = 15000, 3, 256
 	x := emu.Alloc(2 * n)
 	defer x.Free()
 	raw := x.Bytes()
@@ -32,10 +32,14 @@ func TestSumSquaresPartialsPerBlock(t *testing.T) {
 		parts, x, int32(kernels.BF16), int64(n)); err != nil {
 		t.Fatal(err)
 	}
+	// A thread takes a pack of 8 elements, so block b's grid-stride loop
+	// covers the runs of threads·8 elements starting at b·threads·8, every
+	// blocks·threads·8.
+	const pack = 8
 	for b, got := range parts.Float64s() {
 		var want float64
-		for i := b * threads; i < n; i += blocks * threads {
-			for j := i; j < min(i+threads, n); j++ {
+		for i := b * threads * pack; i < n; i += blocks * threads * pack {
+			for j := i; j < min(i+threads*pack, n); j++ {
 				want += vals[j] * vals[j]
 			}
 		}

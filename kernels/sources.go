@@ -8,11 +8,11 @@ import (
 	"strings"
 )
 
-// The kernel sources: prelude.cuh first, then every *.cu file of this
-// directory in name order. testdata/ holds test kernels and is not part of
-// the program.
+// The kernel sources: the prelude (prelude.cuh, then packed.cuh) first,
+// then every *.cu file of this directory in name order. testdata/ holds
+// test kernels and is not part of the program.
 //
-//go:embed prelude.cuh *.cu
+//go:embed prelude.cuh packed.cuh *.cu
 var sourceFS embed.FS
 
 // Source is one file of the kernel program.
@@ -21,13 +21,22 @@ type Source struct {
 	Text string
 }
 
-// Prelude is prelude.cuh: the device helpers every kernel source may use.
+// Prelude is the device helpers every kernel source may use: prelude.cuh,
+// then packed.cuh (16-byte vector access) after a #line directive, so
+// compile errors name the header a developer edits.
 func Prelude() string {
-	b, err := sourceFS.ReadFile("prelude.cuh")
-	if err != nil {
-		panic("kernels: prelude.cuh is not embedded") // a build without it is broken
+	var sb strings.Builder
+	for i, name := range []string{"prelude.cuh", "packed.cuh"} {
+		b, err := sourceFS.ReadFile(name)
+		if err != nil {
+			panic("kernels: " + name + " is not embedded") // a build without it is broken
+		}
+		if i > 0 {
+			sb.WriteString("\n#line 1 \"" + name + "\"\n")
+		}
+		sb.Write(b)
 	}
-	return string(b)
+	return sb.String()
 }
 
 // Sources are the *.cu files, in name order, without the prelude.

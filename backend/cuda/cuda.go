@@ -33,6 +33,11 @@ type Options struct {
 	Compiler *kernels.Compiler
 	// BLAS is the loaded cuBLAS library.
 	BLAS *cublas.Library
+	// BLASLt, if not nil, is the loaded cuBLASLt: linear layers whose bias
+	// has the output's dtype then add it in the GEMM's epilogue, and
+	// MatmulGeluForward fuses the GELU there too. Without it those run as
+	// a GEMM and kernels.
+	BLASLt *cublas.LtLibrary
 	// Host runs ops on host-pool buffers (the CPU backend). It never
 	// allocates: the Backend owns every buffer.
 	Host backend.Backend
@@ -44,6 +49,7 @@ type Backend struct {
 	stream cu.Stream
 	k      *kernels.Set
 	blas   *cublas.Handle
+	lt     *ltState // nil without Options.BLASLt
 	host   backend.Backend
 
 	mu     sync.Mutex
@@ -95,6 +101,20 @@ func New(o Options) (*Backend, error) {
 		_ = k.Close()
 		return nil, fmt.Errorf("cuda backend: cuBLAS handle: %w", err)
 	}
+	if o.BLASLt != nil {
+		err = o.Device.Do(func(*cu.Ctx) error {
+			h, err := o.BLASLt.NewHandle()
+			b.lt = &ltState{h: h}
+			return err
+		})
+		if err != nil {
+			b.lt = nil
+			_ = o.Device.Do(func(*cu.Ctx) error { return b.blas.Close() })
+			_ = o.Device.DestroyStream(st)
+			_ = k.Close()
+			return nil, fmt.Errorf("cuda backend: cuBLASLt handle: %w", err)
+		}
+	}
 	return b, nil
 }
 
@@ -140,6 +160,12 @@ func (b *Backend) Close() error {
 		keep(b.dev.Free(s.ptr))
 	}
 	keep(b.dev.Do(func(*cu.Ctx) error { return b.blas.Close() }))
+	if b.lt != nil {
+		keep(b.dev.Do(func(*cu.Ctx) error { return b.lt.h.Close() }))
+		if b.lt.wsBytes > 0 {
+			keep(b.dev.Free(b.lt.ws))
+		}
+	}
 	keep(b.dev.DestroyStream(b.stream))
 	keep(b.k.Close())
 	return err

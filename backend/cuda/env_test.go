@@ -18,13 +18,14 @@ import (
 // env is one mock GPU running the real kernels under emulation: the mock
 // driver dispatches every launch to the emulation library built from
 // kernels/*.cu, device pointers are host pointers, and the mock cuBLAS
-// computes real GEMMs on them.
+// and cuBLASLt compute real GEMMs on them.
 type env struct {
 	emu  *emu.Library
 	dev  *cu.Device   // devs[0]
 	devs []*cu.Device // every mock device
 	comp *kernels.Compiler
 	blas *cublas.Library
+	lt   *cublas.LtLibrary
 }
 
 // newEnv builds the environment. NVRTC compiles the program to PTX for
@@ -70,7 +71,11 @@ func newEnvDevices(t *testing.T, n int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{emu: lib, dev: devs[0], devs: devs, comp: kernels.NewCompiler(nv, cache), blas: bl}
+	lt, err := cublas.LoadLt(cublas.LoadOptions{Library: cudatest.BuildMockCUBLASLt(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{emu: lib, dev: devs[0], devs: devs, comp: kernels.NewCompiler(nv, cache), blas: bl, lt: lt}
 }
 
 func newHost() *cpu.Backend {
@@ -78,12 +83,24 @@ func newHost() *cpu.Backend {
 	return cpu.New(cpu.Options{Gemm: g, Threads: 1})
 }
 
-// backend is a fresh Backend on the env's first device, closed when t ends.
+// backend is a fresh Backend on the env's first device, with cuBLASLt,
+// closed when t ends.
 func (e *env) backend(t *testing.T) *Backend { return e.backendOn(t, e.dev) }
 
 func (e *env) backendOn(t *testing.T, dev *cu.Device) *Backend {
 	t.Helper()
-	b, err := New(Options{Device: dev, Compiler: e.comp, BLAS: e.blas, Host: newHost()})
+	return e.newBackend(t, Options{Device: dev, Compiler: e.comp, BLAS: e.blas, BLASLt: e.lt, Host: newHost()})
+}
+
+// backendNoLt is a fresh Backend without cuBLASLt: GEMMs through cuBLAS,
+// biases and GELU by kernels.
+func (e *env) backendNoLt(t *testing.T) *Backend {
+	return e.newBackend(t, Options{Device: e.dev, Compiler: e.comp, BLAS: e.blas, Host: newHost()})
+}
+
+func (e *env) newBackend(t *testing.T, o Options) *Backend {
+	t.Helper()
+	b, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,10 +94,11 @@ func (g *gemmArgs) gemm(ta, tb cublas.Op, m, n, k int, a kernels.Tensor, lda int
 }
 
 // MatmulForward implements backend.Backend: out = inp·weightᵀ + bias as
-// one GEMM. The bias is written into out first and the GEMM adds onto it
-// (beta = 1) when out's dtype holds the bias exactly and cuBLAS can write
-// it; otherwise the GEMM writes fp32 scratch and one pass adds the bias
-// and rounds.
+// one GEMM. With cuBLASLt and a bias of out's dtype, the GEMM's epilogue
+// adds the bias. Without cuBLASLt (or an algorithm of it for the shape), the bias is written into out first and
+// the GEMM adds onto it (beta = 1) when out's dtype holds the bias exactly
+// and cuBLAS can write it. Otherwise the GEMM writes fp32 scratch and one
+// pass adds the bias and rounds.
 func (b *Backend) MatmulForward(out, inp, weight, bias backend.Buffer, N, C, OC int) {
 	const op = "matmul forward"
 	if b.hostOp(op, out, inp, weight, bias) {
@@ -122,9 +123,15 @@ func (b *Backend) MatmulForward(out, inp, weight, bias backend.Buffer, N, C, OC 
 	product := func(c kernels.Tensor, beta float32) {
 		g.gemm(cublas.NoTrans, cublas.Trans, N, OC, C, x, C, w, C, beta, c, OC)
 	}
+	lt := func() bool {
+		return b.lt != nil && writable(o, bf16) && bt.DT == o.DT && ltAligned(bt) && !g.failed &&
+			b.ltLinear(op, o, kernels.Tensor{}, x, w, bt, false, N, C, OC)
+	}
 	switch {
 	case writable(o, bf16) && bt.Ptr == 0:
 		product(o, 0)
+	case lt():
+		// One GEMM whose epilogue added the bias.
 	case writable(o, bf16) && (o.DT == kernels.F32 || bt.DT == o.DT):
 		b.check(op, b.k.MatmulEpilogue(b.stream, o, kernels.Tensor{}, bt, N, OC))
 		product(o, 1)

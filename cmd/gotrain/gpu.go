@@ -128,8 +128,14 @@ func newCUDABackend(dev *cuda.Device, hostThreads int) (*cudabe.Backend, error) 
 	if err != nil {
 		return nil, fmt.Errorf("--device cuda: %w", err)
 	}
+	// cuBLASLt ships with cuBLAS; without it the backend adds biases with
+	// its own kernels instead of in the GEMM's epilogue.
+	lt, lterr := cublas.LoadLt(cublas.LoadOptions{})
+	if lterr != nil {
+		lt = nil
+	}
 	impl, _ := blas.Default(hostThreads)
-	be, err := cudabe.New(cudabe.Options{Device: dev, Compiler: kernels.NewCompiler(nv, cache), BLAS: bl,
+	be, err := cudabe.New(cudabe.Options{Device: dev, Compiler: kernels.NewCompiler(nv, cache), BLAS: bl, BLASLt: lt,
 		Host: cpu.New(cpu.Options{Gemm: impl, Threads: hostThreads})})
 	if err != nil {
 		return nil, fmt.Errorf("--device cuda: %w", err)

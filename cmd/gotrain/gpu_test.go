@@ -16,8 +16,9 @@ import (
 )
 
 // mockGPUEnv is the environment under which gotrain sees devices GPUs
-// made of the mock driver, cuBLAS and NCCL, with every kernel running
-// under the CPU emulation. It needs NVRTC (the mock driver loads PTX).
+// made of the mock driver, cuBLAS, cuBLASLt and NCCL, with every kernel
+// running under the CPU emulation. It needs NVRTC (the mock driver loads
+// PTX).
 func mockGPUEnv(t *testing.T, devices int) []string {
 	t.Helper()
 	if _, err := kernels.LoadNVRTC(kernels.NVRTCOptions{}); err != nil {
@@ -30,6 +31,7 @@ func mockGPUEnv(t *testing.T, devices int) []string {
 	return []string{
 		"GOTRAIN_LIBCUDA=" + cudatest.BuildMockDriver(t),
 		"GOTRAIN_LIBCUBLAS=" + cudatest.BuildMockCUBLAS(t),
+		"GOTRAIN_LIBCUBLASLT=" + cudatest.BuildMockCUBLASLt(t),
 		"GOTRAIN_LIBNCCL=" + cudatest.BuildMockNCCL(t),
 		emu.EnvLibrary + "=" + os.Getenv(emu.EnvLibrary),
 		cudatest.EnvDevices + "=" + strconv.Itoa(devices),

@@ -39,10 +39,17 @@ func BuildMockCUBLAS(t testing.TB, defines ...string) string {
 // as libcublasLt.so.12, for cublas.Load through GOTRAIN_LIBCUBLASLT.
 // Defines: MOCK_CUBLASLT_VERSION (default 120304), MOCK_LT_NO_ALGO (the
 // heuristic finds no algorithm). It skips the test only if gcc is missing.
+// With EnvCUBLASLtTrace set, the mock traces its descriptor creations,
+// heuristic queries and matmuls to that file.
 func BuildMockCUBLASLt(t testing.TB, defines ...string) string {
 	t.Helper()
 	return buildMock(t, "libcublasLt.so.12", mockCUBLASLtSource, defines, "-lm")
 }
+
+// EnvCUBLASLtTrace names a file the mock cuBLASLt appends a line to for
+// every descriptor it creates ("desc_create"), heuristic query
+// ("heuristic") and matmul ("matmul EPILOGUE"), so tests can count them.
+const EnvCUBLASLtTrace = "GOTRAIN_MOCK_CUBLASLT_TRACE"
 
 // BuildMockNCCL compiles the mock NCCL (testdata/mock_nccl.c) as
 // libnccl.so.2, for nccl.Load through GOTRAIN_LIBNCCL. Its ranks are

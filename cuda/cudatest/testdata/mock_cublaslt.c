@@ -8,14 +8,33 @@
  *
  *   D = alpha * op(A) * op(B) + beta * C  [+ bias broadcast along columns]
  *
- * with the DEFAULT and BIAS epilogues (bias: one element of D's type per
- * row of D), column-major (CUBLASLT_ORDER_COL, the default order), one
- * matrix per layout (batch count 1).
+ * with the DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX and GELU_AUX_BIAS
+ * epilogues (bias: one element per row of D; GELU: the tanh form,
+ * 0.5·x·(1+tanh(√(2/π)(x+0.044715x³))), of the fp32 result; aux: the GELU's
+ * input, stored in D's type), column-major (CUBLASLT_ORDER_COL, the default
+ * order), one matrix per layout (batch count 1).
+ *
+ * The epilogue arguments are checked as cublasLt.h documents them, and a
+ * little more strictly where gotrain's wrapper promises more: a bias
+ * epilogue needs CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE set explicitly, to
+ * D's type (its default, "D's type", differs for fp8 products); an aux
+ * epilogue needs EPILOGUE_AUX_LD at least D's rows and a multiple of 8; the
+ * bias and aux pointers must be set (non-null) by the time of the matmul.
+ * The algorithm the heuristic offers works only with buffers aligned as
+ * the preference's MIN_ALIGNMENT_{A,B,C,D}_BYTES say (default 256, as in
+ * cuBLASLt): cublasLtMatmul with a less aligned pointer fails with
+ * CUBLAS_STATUS_INVALID_VALUE.
+ *
+ * With $GOTRAIN_MOCK_CUBLASLT_TRACE naming a file, every descriptor
+ * creation, heuristic query and matmul appends a line ("desc_create",
+ * "heuristic", "matmul EPILOGUE") to it, so tests can count them.
  *
  * -DMOCK_LT_NO_ALGO makes the heuristic find no algorithm, as the real one
  * does for a product it has no kernel for.
  */
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +48,26 @@
 #endif
 
 enum { ST_OK = 0, ST_NOT_INITIALIZED = 1, ST_INVALID_VALUE = 7, ST_NOT_SUPPORTED = 15 };
-enum { EPI_DEFAULT = 1, EPI_BIAS = 4 };
+enum {
+	EPI_DEFAULT = 1,
+	EPI_BIAS = 4,
+	EPI_GELU = 32,
+	EPI_GELU_BIAS = 36,
+	EPI_GELU_AUX = 160,
+	EPI_GELU_AUX_BIAS = 164
+};
+/* cublasLtMatmulDescAttributes_t and cublasLtMatmulPreferenceAttributes_t
+ * values this mock accepts. */
+enum {
+	DESC_TRANSA = 3,
+	DESC_TRANSB = 4,
+	DESC_EPILOGUE = 7,
+	DESC_BIAS_POINTER = 8,
+	DESC_AUX_POINTER = 11,
+	DESC_AUX_LD = 12,
+	DESC_BIAS_DATA_TYPE = 26
+};
+enum { PREF_MAX_WORKSPACE = 1, PREF_MIN_ALIGN_A = 5, PREF_MIN_ALIGN_D = 8 };
 #define ALGO_MAGIC 0x6d6f636b6c74ull /* "mocklt" */
 
 struct lt_handle {
@@ -40,6 +78,10 @@ struct lt_desc {
 	int32_t transa, transb;
 	uint32_t epilogue;
 	const void *bias;
+	int32_t bias_type;
+	int bias_type_set;
+	void *aux;
+	int64_t aux_ld;
 };
 struct lt_layout {
 	int type;
@@ -50,7 +92,30 @@ struct lt_layout {
 };
 struct lt_pref {
 	uint64_t max_ws;
+	uint32_t min_align[4]; /* A, B, C, D */
 };
+
+/* trace appends one line to $GOTRAIN_MOCK_CUBLASLT_TRACE, if set. */
+static void trace(const char *what, uint32_t epilogue) {
+	const char *path = getenv("GOTRAIN_MOCK_CUBLASLT_TRACE");
+	if (path == NULL || *path == 0) {
+		return;
+	}
+	FILE *f = fopen(path, "a");
+	if (f == NULL) {
+		return;
+	}
+	if (epilogue) {
+		fprintf(f, "%s %u\n", what, epilogue);
+	} else {
+		fprintf(f, "%s\n", what);
+	}
+	fclose(f);
+}
+
+static int has_bias(uint32_t e) { return e == EPI_BIAS || e == EPI_GELU_BIAS || e == EPI_GELU_AUX_BIAS; }
+static int has_gelu(uint32_t e) { return e == EPI_GELU || e == EPI_GELU_BIAS || e == EPI_GELU_AUX || e == EPI_GELU_AUX_BIAS; }
+static int has_aux(uint32_t e) { return e == EPI_GELU_AUX || e == EPI_GELU_AUX_BIAS; }
 typedef struct {
 	uint64_t data[8];
 } lt_algo;
@@ -89,6 +154,8 @@ EXPORT int cublasLtMatmulDescCreate(struct lt_desc **d, int compute, int scale) 
 	(*d)->compute = compute;
 	(*d)->scale = scale;
 	(*d)->epilogue = EPI_DEFAULT;
+	(*d)->bias_type = -1;
+	trace("desc_create", 0);
 	return ST_OK;
 }
 
@@ -111,14 +178,23 @@ EXPORT int cublasLtMatmulDescSetAttribute(struct lt_desc *d, int attr, const voi
 		return ST_INVALID_VALUE;
 	}
 	switch (attr) {
-	case 3:
+	case DESC_TRANSA:
 		return set(&d->transa, sizeof(int32_t), buf, size);
-	case 4:
+	case DESC_TRANSB:
 		return set(&d->transb, sizeof(int32_t), buf, size);
-	case 7:
+	case DESC_EPILOGUE:
 		return set(&d->epilogue, sizeof(uint32_t), buf, size);
-	case 8:
+	case DESC_BIAS_POINTER:
 		return set(&d->bias, sizeof(void *), buf, size);
+	case DESC_AUX_POINTER:
+		return set(&d->aux, sizeof(void *), buf, size);
+	case DESC_AUX_LD:
+		return set(&d->aux_ld, sizeof(int64_t), buf, size);
+	case DESC_BIAS_DATA_TYPE: {
+		int rc = set(&d->bias_type, sizeof(int32_t), buf, size);
+		d->bias_type_set = rc == ST_OK;
+		return rc;
+	}
 	}
 	return ST_INVALID_VALUE;
 }
@@ -162,6 +238,9 @@ EXPORT int cublasLtMatmulPreferenceCreate(struct lt_pref **p) {
 		return ST_INVALID_VALUE;
 	}
 	*p = calloc(1, sizeof(**p));
+	for (int i = 0; i < 4; i++) {
+		(*p)->min_align[i] = 256;
+	}
 	return ST_OK;
 }
 
@@ -171,10 +250,22 @@ EXPORT int cublasLtMatmulPreferenceDestroy(struct lt_pref *p) {
 }
 
 EXPORT int cublasLtMatmulPreferenceSetAttribute(struct lt_pref *p, int attr, const void *buf, size_t size) {
-	if (p == NULL || attr != 1) {
+	if (p == NULL) {
 		return ST_INVALID_VALUE;
 	}
-	return set(&p->max_ws, sizeof(uint64_t), buf, size);
+	if (attr == PREF_MAX_WORKSPACE) {
+		return set(&p->max_ws, sizeof(uint64_t), buf, size);
+	}
+	if (attr >= PREF_MIN_ALIGN_A && attr <= PREF_MIN_ALIGN_D) {
+		uint32_t a;
+		int rc = set(&a, sizeof(uint32_t), buf, size);
+		if (rc != ST_OK || a == 0 || (a & (a - 1)) != 0) {
+			return ST_INVALID_VALUE;
+		}
+		p->min_align[attr - PREF_MIN_ALIGN_A] = a;
+		return ST_OK;
+	}
+	return ST_INVALID_VALUE;
 }
 
 /* consistent checks that the layouts describe D(m×n) = op(A)(m×k)·op(B)(k×n)
@@ -198,10 +289,13 @@ static int consistent(const struct lt_desc *d, const struct lt_layout *a, const 
 	if (!(f32 || bf16) || !c32 || d->scale != MOCK_R_32F) {
 		return ST_NOT_SUPPORTED;
 	}
-	if (d->epilogue != EPI_DEFAULT && d->epilogue != EPI_BIAS) {
+	if (d->epilogue != EPI_DEFAULT && !has_bias(d->epilogue) && !has_gelu(d->epilogue)) {
 		return ST_NOT_SUPPORTED;
 	}
-	if (d->epilogue == EPI_BIAS && d->bias == NULL) {
+	if (has_bias(d->epilogue) && (!d->bias_type_set || d->bias_type != dl->type)) {
+		return ST_INVALID_VALUE;
+	}
+	if (has_aux(d->epilogue) && (d->aux_ld < (int64_t)dl->rows || d->aux_ld % 8 != 0)) {
 		return ST_INVALID_VALUE;
 	}
 	return ST_OK;
@@ -225,8 +319,13 @@ EXPORT int cublasLtMatmulAlgoGetHeuristic(struct lt_handle *h, struct lt_desc *d
 #ifdef MOCK_LT_NO_ALGO
 	return ST_OK;
 #endif
+	trace("heuristic", 0);
 	memset(&results[0], 0, sizeof(results[0]));
 	results[0].algo.data[0] = ALGO_MAGIC;
+	/* The algorithm needs buffers aligned as the preference allows. */
+	for (int i = 0; i < 4; i++) {
+		results[0].algo.data[1 + i] = p->min_align[i];
+	}
 	results[0].workspaceSize = 0;
 	results[0].state = ST_OK;
 	results[0].wavesCount = 1;
@@ -256,10 +355,51 @@ EXPORT int cublasLtMatmul(struct lt_handle *h, struct lt_desc *d, const void *al
 	if (c->ld != dl->ld) {
 		return ST_NOT_SUPPORTED;
 	}
+	const void *ptrs[4] = {A, B, C, D};
+	for (int i = 0; i < 4; i++) {
+		if ((uintptr_t)ptrs[i] % algo->data[1 + i] != 0) {
+			return ST_INVALID_VALUE;
+		}
+	}
+	if ((has_bias(d->epilogue) && d->bias == NULL) || (has_aux(d->epilogue) && d->aux == NULL)) {
+		return ST_INVALID_VALUE;
+	}
+	trace("matmul", d->epilogue);
 	mock_count_gemm(a->type, d->compute, 1);
 	uint64_t k = d->transa ? a->rows : a->cols;
-	mock_gemm(d->transa != 0, d->transb != 0, (int64_t)dl->rows, (int64_t)dl->cols, (int64_t)k,
-	          *(const float *)alpha, A, a->type, a->ld, B, b->type, b->ld, *(const float *)beta, C, D, dl->type, dl->ld,
-	          d->epilogue == EPI_BIAS ? d->bias : NULL);
+	const void *bias = has_bias(d->epilogue) ? d->bias : NULL;
+	if (!has_gelu(d->epilogue)) {
+		mock_gemm(d->transa != 0, d->transb != 0, (int64_t)dl->rows, (int64_t)dl->cols, (int64_t)k,
+		          *(const float *)alpha, A, a->type, a->ld, B, b->type, b->ld, *(const float *)beta, C, D, dl->type,
+		          dl->ld, bias);
+		return ST_OK;
+	}
+	/* GELU epilogues: the product in fp32 (as mock_gemm forms it: alpha·acc,
+	 * then beta·C, then the bias), the aux copy of it, then the GELU. */
+	int64_t m = (int64_t)dl->rows, n = (int64_t)dl->cols;
+	float *pre = malloc(sizeof(float) * (size_t)(m > 0 ? m : 1) * (size_t)(n > 0 ? n : 1));
+	if (pre == NULL) {
+		return 3; /* CUBLAS_STATUS_ALLOC_FAILED */
+	}
+	mock_gemm(d->transa != 0, d->transb != 0, m, n, (int64_t)k, *(const float *)alpha, A, a->type, a->ld, B, b->type,
+	          b->ld, 0.0f, pre, pre, MOCK_R_32F, m > 0 ? m : 1, NULL);
+	float bt = *(const float *)beta;
+	for (int64_t j = 0; j < n; j++) {
+		for (int64_t i = 0; i < m; i++) {
+			float v = pre[i + j * m];
+			if (bt != 0) {
+				v += bt * mock_get(C, dl->type, i + j * dl->ld);
+			}
+			if (bias != NULL) {
+				v += mock_get(bias, dl->type, i);
+			}
+			if (has_aux(d->epilogue)) {
+				mock_put(d->aux, dl->type, i + j * d->aux_ld, v);
+			}
+			float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+			mock_put(D, dl->type, i + j * dl->ld, 0.5f * v * (1.0f + tanhf(u)));
+		}
+	}
+	free(pre);
 	return ST_OK;
 }
