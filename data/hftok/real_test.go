@@ -1,6 +1,8 @@
 package hftok
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -68,12 +70,12 @@ func loadDir(dir string, postProcessor json.RawMessage) (*Tokenizer, error) {
 // refFile is data/testdata/tokenizer_refs/*.json, made by
 // scripts/tokenizer_refs.mjs with the JavaScript port of tokenizers.
 type refFile struct {
-	TokenizerSHA256   string          `json:"tokenizer_sha256"`
-	CorpusSHA256      string          `json:"corpus_sha256"`
-	DecodeNormalizes  bool            `json:"decode_normalizes_nfc"`
-	PostForSpecial    json.RawMessage `json:"post_processor_for_special"`
-	Cases             []refCase       `json:"cases"`
-	WholeFile         refCase         `json:"whole_file"`
+	TokenizerSHA256  string          `json:"tokenizer_sha256"`
+	CorpusSHA256     string          `json:"corpus_sha256"`
+	DecodeNormalizes bool            `json:"decode_normalizes_nfc"`
+	PostForSpecial   json.RawMessage `json:"post_processor_for_special"`
+	Cases            []refCase       `json:"cases"`
+	WholeFile        refCase         `json:"whole_file"`
 }
 
 type refCase struct {
@@ -82,6 +84,8 @@ type refCase struct {
 	IDsSpecial []int  `json:"ids_special"`
 }
 
+// readRefs reads the reference file of name and checks that it was made
+// from the committed corpus and the fetched tokenizer file, case by case.
 func readRefs(t *testing.T, name string) refFile {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "testdata", "tokenizer_refs", name+".json"))
@@ -92,7 +96,32 @@ func readRefs(t *testing.T, name string) refFile {
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
+	corpus, err := os.ReadFile(filepath.Join("..", "testdata", "tokenizer_corpus.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tj, err := os.ReadFile(filepath.Join(hftoktest.Dir(t, name), "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha(corpus) != r.CorpusSHA256 || sha(tj) != r.TokenizerSHA256 {
+		t.Fatalf("%s.json was made from another corpus or tokenizer.json: run node scripts/tokenizer_refs.mjs", name)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(corpus), "\n"), "\n")
+	if len(lines) != len(r.Cases) || r.WholeFile.Text != string(corpus) {
+		t.Fatalf("%s.json has %d cases, the corpus %d lines", name, len(r.Cases), len(lines))
+	}
+	for i, l := range lines {
+		if r.Cases[i].Text != l {
+			t.Fatalf("case %d is %q, corpus line %q", i, r.Cases[i].Text, l)
+		}
+	}
 	return r
+}
+
+func sha(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 func TestRealTokenizersMatchReferenceIDs(t *testing.T) {
@@ -128,7 +157,6 @@ func TestRealTokenizersMatchReferenceIDs(t *testing.T) {
 					t.Fatal("too many mismatches")
 				}
 			}
-			_ = strings.TrimSpace
 		})
 	}
 }
