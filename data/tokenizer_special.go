@@ -52,15 +52,6 @@ func withoutID(ids []int, id int) []int {
 	return out
 }
 
-func (t *GPT2Tokenizer) encodeWith(text string, o EncodeOptions) []int {
-	if o.MatchSpecialTokens {
-		return t.enc.Encode(text, []string{"all"}, nil)
-	}
-	return t.Encode(text)
-}
-
-func (t *GPT2Tokenizer) decodeSkipping(ids []int) string { return t.Decode(withoutID(ids, gpt2EOT)) }
-
 // The byte tokenizer's EOT (256) is no byte, so text cannot spell it.
 func (t ByteTokenizer) encodeWith(text string, _ EncodeOptions) []int { return t.Encode(text) }
 
