@@ -26,7 +26,9 @@ type fileJSON struct {
 	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage  `json:"post_processor"`
 	Decoder       json.RawMessage  `json:"decoder"`
-	Model         json.RawMessage  `json:"model"`
+	// Model is decoded in the same pass as the file: it is most of its
+	// bytes, and a second pass over them would double the load time.
+	Model *modelJSON `json:"model"`
 }
 
 type addedTokenJSON struct {
@@ -66,9 +68,19 @@ func Load(tokenizerJSON []byte, cfg Config) (*Tokenizer, error) {
 	}
 	var f fileJSON
 	if err := json.Unmarshal(tokenizerJSON, &f); err != nil {
+		// Other models (Unigram's vocab is a list) do not fit modelJSON:
+		// name the type rather than the JSON mismatch.
+		var probe struct {
+			Model struct {
+				Type string `json:"type"`
+			} `json:"model"`
+		}
+		if json.Unmarshal(tokenizerJSON, &probe) == nil && probe.Model.Type != "" && probe.Model.Type != "BPE" {
+			return nil, fmt.Errorf("model: type %q is not supported: gotrain reads BPE models only", probe.Model.Type)
+		}
 		return nil, fmt.Errorf("not valid JSON, or a key of the wrong type: %v", err)
 	}
-	if isNull(f.Model) {
+	if f.Model == nil {
 		return nil, fmt.Errorf(`no "model": this is not a Hugging Face tokenizer.json`)
 	}
 	t := &Tokenizer{config: cfg}
@@ -108,11 +120,7 @@ func isNull(raw json.RawMessage) bool {
 
 // loadModel reads the BPE model; it returns the vocabulary as written
 // (byte-level strings to ids) for the added tokens' checks.
-func (t *Tokenizer) loadModel(raw json.RawMessage) (map[string]int64, error) {
-	var m modelJSON
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("not a BPE model object: %v", err)
-	}
+func (t *Tokenizer) loadModel(m *modelJSON) (map[string]int64, error) {
 	switch {
 	case m.Type != "BPE" && !(m.Type == "" && m.Merges != nil):
 		return nil, fmt.Errorf("type %q is not supported: gotrain reads BPE models only", m.Type)
