@@ -32,32 +32,29 @@ type segment struct {
 type addedMatcher struct {
 	tokens []AddedToken
 	first  [256]bool // bytes that start some token
-	nodes  []trieNode
-}
-
-type trieNode struct {
-	next  map[byte]int32
-	token int32 // index into tokens of the token ending here, -1 if none
+	// edges maps node<<8|byte to the child node; one map for the whole
+	// trie keeps a hostile file's many long tokens to ~20 bytes an edge.
+	edges map[uint64]int32
+	// ends[node] is the index into tokens of the token ending at node, -1
+	// if none.
+	ends []int32
 }
 
 func newAddedMatcher(tokens []AddedToken) *addedMatcher {
-	m := &addedMatcher{tokens: tokens, nodes: []trieNode{{token: -1}}}
+	m := &addedMatcher{tokens: tokens, edges: map[uint64]int32{}, ends: []int32{-1}}
 	for ti, t := range tokens {
 		n := int32(0)
 		for i := 0; i < len(t.Content); i++ {
-			c := t.Content[i]
-			nx, ok := m.nodes[n].next[c]
+			k := uint64(n)<<8 | uint64(t.Content[i])
+			nx, ok := m.edges[k]
 			if !ok {
-				nx = int32(len(m.nodes))
-				m.nodes = append(m.nodes, trieNode{token: -1})
-				if m.nodes[n].next == nil {
-					m.nodes[n].next = make(map[byte]int32, 1)
-				}
-				m.nodes[n].next[c] = nx
+				nx = int32(len(m.ends))
+				m.ends = append(m.ends, -1)
+				m.edges[k] = nx
 			}
 			n = nx
 		}
-		m.nodes[n].token = int32(ti)
+		m.ends[n] = int32(ti)
 		m.first[t.Content[0]] = true
 	}
 	return m
@@ -71,12 +68,12 @@ func (m *addedMatcher) find(s string, pos int) (start, stop int, token int32, ok
 		}
 		n, best, end := int32(0), int32(-1), 0
 		for j := i; j < len(s); j++ {
-			nx, ok := m.nodes[n].next[s[j]]
+			nx, ok := m.edges[uint64(n)<<8|uint64(s[j])]
 			if !ok {
 				break
 			}
 			n = nx
-			if t := m.nodes[n].token; t >= 0 {
+			if t := m.ends[n]; t >= 0 {
 				best, end = t, j+1
 			}
 		}

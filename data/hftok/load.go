@@ -14,7 +14,10 @@ const (
 	MaxFileBytes   = 64 << 20
 	maxVocab       = 1 << 22 // ids
 	maxMerges      = 1 << 23
-	maxAddedTokens = 1 << 20
+	maxAddedTokens = 1 << 18
+	// maxAddedBytes bounds the added tokens' contents together (the trie
+	// has a node per byte); real files have a few KB.
+	maxAddedBytes = 4 << 20
 )
 
 // fileJSON is the part of tokenizer.json gotrain reads. Truncation and
@@ -288,6 +291,7 @@ func (t *Tokenizer) loadAdded(list []addedTokenJSON, vocab map[string]int64) err
 	}
 	seen := make(map[string]int, len(list))
 	var raw, normalized []AddedToken
+	total := 0
 	for i, a := range list {
 		switch {
 		case a.ID == nil || a.Content == nil:
@@ -298,6 +302,9 @@ func (t *Tokenizer) loadAdded(list []addedTokenJSON, vocab map[string]int64) err
 			return fmt.Errorf("[%d] %q has id %d, outside [0, %d)", i, *a.Content, *a.ID, maxVocab)
 		}
 		id, content := int(*a.ID), *a.Content
+		if total += len(content); total > maxAddedBytes {
+			return fmt.Errorf("the contents of the first %d tokens add up to more than the %d bytes gotrain accepts", i+1, maxAddedBytes)
+		}
 		if j, dup := seen[content]; dup {
 			return fmt.Errorf("[%d] %q is already added_tokens[%d]", i, content, j)
 		}
