@@ -79,7 +79,7 @@ func NewTokenizer(spec string) (Tokenizer, error) {
 // shards and trained weights. A directory without tokenizer.json is an
 // error that wraps fs.ErrNotExist.
 func TokenizerForModelDir(dir string) (Tokenizer, error) {
-	tok, _, err := readTokenizerDir(dir)
+	tok, _, err := readTokenizerDir(dir, true)
 	return tok, err
 }
 
@@ -190,12 +190,13 @@ func knownTokenizer(name string) (vocab, eot int, ok bool) {
 // error that wraps fs.ErrNotExist: shards made elsewhere (llm.c) come
 // without one.
 func ReadTokenizerInfo(dir string) (TokenizerInfo, error) {
-	_, info, err := readTokenizerDir(dir)
+	_, info, err := readTokenizerDir(dir, false)
 	return info, err
 }
 
-// readTokenizerDir reads dir/tokenizer.json and builds its tokenizer.
-func readTokenizerDir(dir string) (Tokenizer, TokenizerInfo, error) {
+// readTokenizerDir reads dir/tokenizer.json and, for a Hugging Face one (or
+// with open), builds its tokenizer.
+func readTokenizerDir(dir string, open bool) (Tokenizer, TokenizerInfo, error) {
 	path := filepath.Join(dir, TokenizerInfoFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, TokenizerInfo{}, fmt.Errorf("tokenizer info: %s has no %s (a Hugging Face model snapshot has one, "+
@@ -217,8 +218,8 @@ func readTokenizerDir(dir string) (Tokenizer, TokenizerInfo, error) {
 			path, len(b), maxTokenizerInfoBytes)
 	}
 	info, err := ParseTokenizerInfo(path, b)
-	if err != nil {
-		return nil, TokenizerInfo{}, err
+	if err != nil || !open {
+		return nil, info, err
 	}
 	tok, err := info.Open()
 	return tok, info, err

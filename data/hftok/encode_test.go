@@ -43,6 +43,29 @@ func TestPostProcessors(t *testing.T) {
 	}
 }
 
+// Post-processors in a Sequence wrap one another in order, and asking for
+// the prefix twice gives the same answer (it once appended into the
+// tokenizer's own slice).
+func TestPostProcessorSequenceNests(t *testing.T) {
+	tmpl := func(name string, id int) map[string]any {
+		return map[string]any{"type": "TemplateProcessing",
+			"single": []any{
+				map[string]any{"SpecialToken": map[string]any{"id": name, "type_id": 0}},
+				map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}},
+			"special_tokens": map[string]any{name: map[string]any{"id": name, "ids": []int{id}, "tokens": []string{name}}}}
+	}
+	tok := synth{added: []map[string]any{{"content": "<a>"}, {"content": "<b>"}},
+		post: map[string]any{"type": "Sequence", "processors": []any{tmpl("<a>", 256), tmpl("<b>", 257)}}}.load(t)
+	for range 2 {
+		if got := tok.TemplatePrefix(); !slices.Equal(got, []int{257, 256}) {
+			t.Fatalf("TemplatePrefix = %v", got)
+		}
+	}
+	if got := tok.Encode("x", EncodeOptions{AddSpecialTokens: true}); !slices.Equal(got, []int{257, 256, 'x'}) {
+		t.Fatalf("Encode = %v", got)
+	}
+}
+
 // ByteLevel's add_prefix_space puts a space before each piece that lacks
 // one; with use_regex it then splits with GPT-2's pattern.
 func TestByteLevelPreTokenizer(t *testing.T) {

@@ -178,7 +178,8 @@ func (t *Tokenizer) Config() Config { return t.config }
 func (t *Tokenizer) TemplatePrefix() []int {
 	var ids []int
 	for _, p := range t.post {
-		ids = append(p.before, ids...)
+		// A later step wraps what the earlier ones made.
+		ids = append(append([]int(nil), p.before...), ids...)
 	}
 	return ids
 }
