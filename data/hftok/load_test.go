@@ -89,7 +89,9 @@ func TestLoadRefusals(t *testing.T) {
 		}, []string{`"<s>" is already added_tokens[0]`}},
 		{"added far", func(d map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["id"] = 3_000_000 }, []string{"far beyond"}},
 		{"wrong type", func(d map[string]any) { d["added_tokens"] = "x" }, []string{"not valid JSON, or a key of the wrong type"}},
-		{"unigram", func(d map[string]any) { d["model"] = map[string]any{"type": "Unigram", "vocab": []any{[]any{"a", -1.5}}} },
+		{"unigram", func(d map[string]any) {
+			d["model"] = map[string]any{"type": "Unigram", "vocab": []any{[]any{"a", -1.5}}}
+		},
 			[]string{`model: type "Unigram" is not supported`}},
 		{"huge added tokens", func(d map[string]any) {
 			d["added_tokens"] = []any{map[string]any{"id": 257, "content": strings.Repeat("x", 3<<20)},
