@@ -138,9 +138,10 @@ func TestCleanUpTokenizationSpaces(t *testing.T) {
 	}
 }
 
-// FuzzHFTokenizer loads arbitrary tokenizer.json bytes and encodes
-// arbitrary text with each. Loading fails with an error or succeeds; a
-// loaded tokenizer gives ids that are tokens, decodes to valid UTF-8, and,
+// FuzzHFTokenizer loads arbitrary tokenizer.json and tokenizer_config.json
+// bytes and encodes arbitrary text with each. Loading fails with an error
+// or succeeds; a loaded tokenizer's special tokens are tokens, its ids are
+// tokens, decodes to valid UTF-8, and,
 // when every byte is in its vocabulary and its added tokens spell
 // themselves, decodes back to the text (after NFC if it normalizes).
 func FuzzHFTokenizer(f *testing.F) {
@@ -151,17 +152,29 @@ func FuzzHFTokenizer(f *testing.F) {
 		{preTokenizer: map[string]any{"type": "ByteLevel", "add_prefix_space": true}, modelExtra: map[string]any{"ignore_merges": true}},
 		{post: map[string]any{"type": "RobertaProcessing", "sep": []any{"<s>", 256}, "cls": []any{"<s>", 256}}, added: []map[string]any{{"content": "<s>"}}},
 	}
+	configs := []string{`{}`, `{"bos_token": "<s>", "eos_token": {"content": "<t>"}, "chat_template": "x"}`, `null`,
+		`{"pad_token": "<s>", "chat_template": [{"name": "default", "template": "y"}]}`}
 	for i, s := range seeds {
-		f.Add(s.json(f), []string{"ab abc <s> x", "1212 e\u0301 é", "it's a test", "hi"}[i])
+		f.Add(s.json(f), []byte(configs[i]), []string{"ab abc <s> x", "1212 e\u0301 é", "it's a test", "hi"}[i])
 	}
-	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},"decoder":{"type":"ByteLevel"}}`), "a\xff")
-	f.Fuzz(func(t *testing.T, file []byte, text string) {
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},"decoder":{"type":"ByteLevel"}}`),
+		[]byte(`{"unk_token": "a"}`), "a\xff")
+	f.Fuzz(func(t *testing.T, file, config []byte, text string) {
 		if len(text) > 1000 {
 			return
 		}
-		tok, err := Load(file, Config{})
+		cfg, err := ParseConfig(config)
+		if err != nil {
+			cfg = Config{}
+		}
+		tok, err := Load(file, cfg)
 		if err != nil {
 			return
+		}
+		for _, s := range []Special{tok.Config().BOS, tok.Config().EOS, tok.Config().PAD, tok.Config().UNK} {
+			if (s.Content == "") != (s.ID < 0) || s.ID >= 0 && !tok.IsToken(s.ID) {
+				t.Fatalf("special token %+v", s)
+			}
 		}
 		for _, opts := range []EncodeOptions{{}, {AddSpecialTokens: true}, {SplitSpecialTokens: true}} {
 			ids := tok.Encode(text, opts)
@@ -189,8 +202,10 @@ func FuzzHFTokenizer(f *testing.F) {
 }
 
 // roundTrips reports whether decoding must give back the text: every byte
-// has a token, every added token decodes to its own content, and no space
-// is put before pieces (ByteLevel's add_prefix_space, which decoding keeps).
+// has a token, every added token decodes to its own content and takes no
+// whitespace in with lstrip or rstrip (the fuzzer found that one), and no
+// space is put before pieces (ByteLevel's add_prefix_space, which decoding
+// keeps).
 func roundTrips(tok *Tokenizer) bool {
 	for _, st := range tok.pre {
 		if st.prefixSpace {
@@ -203,9 +218,100 @@ func roundTrips(tok *Tokenizer) bool {
 		}
 	}
 	for _, a := range tok.addedTokens {
-		if tok.decoded[a.ID] != a.Content {
+		if tok.decoded[a.ID] != a.Content || a.LStrip || a.RStrip {
 			return false
 		}
 	}
 	return true
+}
+
+// FuzzEncode builds a valid tokenizer from the fuzzer's bytes (merges,
+// added tokens and their flags, normalizer, pre-tokenizer, ignore_merges)
+// and encodes text with it, so the encoder itself is fuzzed rather than the
+// JSON parser: ids are tokens, Decode is valid UTF-8, and text comes back
+// when it must (see roundTrips). With unique merge results and no
+// ignore_merges, the ids are also the textbook algorithm's.
+func FuzzEncode(f *testing.F) {
+	f.Add([]byte("abbcab c"), uint16(0), "abc abcc <x> 12")
+	f.Add([]byte("\xe4\xb8\xad\xe6"), uint16(0x1ff), "中文 e\u0301 <x><y>")
+	f.Add([]byte("  \n\n"), uint16(0x0a5), "a  \n\n b\t'S 's")
+	f.Fuzz(func(t *testing.T, mergeBytes []byte, flags uint16, text string) {
+		if len(text) > 500 || len(mergeBytes) > 200 {
+			return
+		}
+		var merges [][2]string
+		made := map[string]bool{}
+		syms := []string{}
+		for i := 0; i+1 < len(mergeBytes); i += 2 {
+			a, b := string(mergeBytes[i:i+1]), string(mergeBytes[i+1:i+2])
+			// Join with an earlier result now and then, as trained merges do.
+			if len(syms) > 0 && mergeBytes[i]%3 == 0 {
+				a = syms[int(mergeBytes[i+1])%len(syms)]
+			}
+			if made[a+b] || len(a+b) < 2 {
+				continue
+			}
+			made[a+b] = true
+			merges = append(merges, [2]string{a, b})
+			syms = append(syms, a+b)
+		}
+		pre := []any{
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": []string{PatternQwen2, PatternLlama3, PatternGPT2}[flags%3]},
+				"behavior": "Isolated", "invert": false},
+			map[string]any{"type": "ByteLevel", "add_prefix_space": flags&0x100 != 0, "use_regex": flags&0x200 != 0},
+		}
+		s := synth{merges: merges, preTokenizer: map[string]any{"type": "Sequence", "pretokenizers": pre},
+			modelExtra: map[string]any{"ignore_merges": flags&0x4 != 0},
+			added: []map[string]any{
+				{"content": "<x>", "special": true, "single_word": flags&0x8 != 0, "lstrip": flags&0x10 != 0},
+				{"content": "<y>", "special": false, "rstrip": flags&0x20 != 0, "normalized": flags&0x40 != 0},
+			}}
+		if flags&0x80 != 0 {
+			s.normalizer = map[string]any{"type": "NFC"}
+		}
+		tok := s.load(t)
+		for _, opts := range []EncodeOptions{{}, {SplitSpecialTokens: true}} {
+			ids := tok.Encode(text, opts)
+			for _, id := range ids {
+				if !tok.IsToken(id) {
+					t.Fatalf("id %d is no token", id)
+				}
+			}
+			if d := tok.Decode(ids, false); !utf8.ValidString(d) {
+				t.Fatalf("invalid UTF-8 %q", d)
+			}
+			if !roundTrips(tok) {
+				continue
+			}
+			back := string(tok.DecodeBytes(ids, false))
+			if tok.nfc && utf8.ValidString(text) {
+				if norm.NFC.String(back) != norm.NFC.String(text) {
+					t.Fatalf("round trip: %q became %q", text, back)
+				}
+			} else if !tok.nfc && back != text {
+				t.Fatalf("round trip: %q became %q", text, back)
+			}
+		}
+		if flags&0x4 != 0 || flags&0x80 != 0 || flags&0x100 != 0 {
+			return
+		}
+		rank := map[[2]string]int{}
+		for i, m := range merges {
+			rank[m] = i
+		}
+		for _, p := range tok.pieces(text) {
+			if p == "<x>" || p == "<y>" {
+				continue
+			}
+			var want []int
+			for _, q := range naiveBPE(p, rank) {
+				id, _ := tok.TokenID(byteLevel(q))
+				want = append(want, id)
+			}
+			var sc scratch
+			if got := tok.model.appendWord(nil, p, &sc); !slices.Equal(got, want) {
+				t.Fatalf("piece %q: %v, textbook %v", p, got, want)
+			}
+		}
+	})
 }
