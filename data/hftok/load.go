@@ -159,7 +159,7 @@ func (t *Tokenizer) loadModel(m *modelJSON) (map[string]int64, error) {
 	t.tokenID = make(map[string]int, len(m.Vocab))
 	for tok, id := range m.Vocab {
 		if t.hasToken[id] {
-			return nil, fmt.Errorf("vocab: id %d is given to both %q and %q", id, t.tokenID2(int(id)), tok)
+			return nil, fmt.Errorf("vocab: id %d is given to both %q and %q", id, t.tokenOf(int(id)), tok)
 		}
 		t.hasToken[id] = true
 		t.tokenID[tok] = int(id)
@@ -213,7 +213,7 @@ func (t *Tokenizer) loadModel(m *modelJSON) (map[string]int64, error) {
 }
 
 // tokenID2 finds the token string of id, for an error message.
-func (t *Tokenizer) tokenID2(id int) string {
+func (t *Tokenizer) tokenOf(id int) string {
 	for s, i := range t.tokenID {
 		if i == id {
 			return s
@@ -314,7 +314,7 @@ func (t *Tokenizer) loadAdded(list []addedTokenJSON, vocab map[string]int64) err
 				return fmt.Errorf("[%d] %q has id %d, but the vocabulary gives it %d", i, content, id, vid)
 			}
 		} else if id < t.vocab && t.hasToken[id] {
-			return fmt.Errorf("[%d] %q has id %d, which %q has already", i, content, id, t.tokenID2(id))
+			return fmt.Errorf("[%d] %q has id %d, which %q has already", i, content, id, t.tokenOf(id))
 		}
 		if id >= t.vocab {
 			if id >= 2*(len(vocab)+len(list))+1024 {

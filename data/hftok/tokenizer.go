@@ -24,10 +24,12 @@ type Tokenizer struct {
 	decoded  []string
 	hasToken []bool
 	special  []bool // decoded ids dropped when special tokens are skipped
-	tokenID  map[string]int
-	vocab    int
-	config   Config
-	scratch  sync.Pool
+	// tokenID maps vocabulary entries as the file spells them (byte-level
+	// characters) and added tokens' contents to their ids.
+	tokenID map[string]int
+	vocab   int
+	config  Config
+	scratch sync.Pool
 }
 
 // EncodeOptions choose between the two behaviours of transformers'
@@ -49,7 +51,10 @@ type preStep struct {
 	prefixSpace bool
 }
 
-// Encode tokenizes text.
+// Encode tokenizes text: added tokens, then per piece NFC (if the file
+// asks), pre-tokenization and BPE, then the post-processor when
+// opts.AddSpecialTokens. Bytes that are not UTF-8 are encoded as themselves
+// (the library itself accepts only UTF-8).
 func (t *Tokenizer) Encode(text string, opts EncodeOptions) []int {
 	sc, _ := t.scratch.Get().(*scratch)
 	if sc == nil {
