@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/gotrain/gotrain/data/hftok"
+	"github.com/gotrain/gotrain/internal/atomicfile"
 	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
@@ -139,32 +140,10 @@ func WriteTokenizerInfo(dir string, tok Tokenizer) error {
 	return writeFileAtomic(dir, TokenizerInfoFile, append(b, '\n'))
 }
 
-// writeFileAtomic writes dir/name through a temporary file and a rename, so
-// a reader sees the old file or the new one, never part of one.
+// writeFileAtomic writes dir/name through a temporary file, fsync and a
+// rename, so a reader sees the old file or the new one, never part of one.
 func writeFileAtomic(dir, name string, b []byte) error {
-	path := filepath.Join(dir, name)
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(filepath.Join(dir, name), b)
 }
 
 // maxTokenizerInfoBytes bounds tokenizer.json: gotrain writes about 50
