@@ -28,6 +28,7 @@
 // and no size read from a file is allocated before the file is known to
 // hold it.
 //
-// The package imports no other gotrain package but its own hftok. Loaders and shard writers are
-// not safe for concurrent use; tokenizers are.
+// The package imports no other gotrain package but its own hftok (and the
+// internal file helpers). Loaders and shard writers are not safe for
+// concurrent use; tokenizers are.
 package data
