@@ -11,7 +11,7 @@ import (
 // lowest rank, the leftmost among equals, until no pair has a rank.
 func naiveBPE(word string, rank map[[2]string]int) []string {
 	syms := make([]string, len(word))
-	for i := range word {
+	for i := 0; i < len(word); i++ { // bytes, not runes (the fuzzer caught a range over runes)
 		syms[i] = word[i : i+1]
 	}
 	for {
