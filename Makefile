@@ -52,6 +52,7 @@ fuzz: ## run each fuzz target for FUZZTIME
 bench: build ## benchmarks: GFLOP/s per op, GEMM roofline, tokens/s and MFU, ZeRO stage step times, bus bandwidth
 	$(BIN) bench --device auto --model gpt2 --batch 4 --seq-len 64 --steps 3 --dtype fp32
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./blas/ ./backend/cpu/ ./data/ ./kernels/emu/
+	$(GO) test -run='^$$' -bench=. -benchtime=3x ./data/hftok/ # tokenizer load and encode MB/s; ./data/ above gives data prepare MB/s for GPT-2, Qwen3, Llama 3 (those two need scripts/fetch-tokenizers.sh)
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./model/
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m ./trainer/
 	$(GO) test -run='^$$' -bench=Step -benchtime=5x ./zero/

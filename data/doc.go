@@ -12,9 +12,12 @@
 //     B·T tokens of every group of N chunks) with resumable position state, and
 //     an EvalLoader that walks the validation split from its start; both check
 //     every token id of every shard against the model's vocabulary when built;
-//   - tokenizers (GPT-2 BPE, offline; raw bytes) behind one interface, and the
-//     tokenizer.json file that names the tokenizer of a prepared directory;
-//   - Prepare, which turns .txt and .jsonl documents into train and val shards.
+//   - tokenizers (GPT-2 BPE, offline; raw bytes; a Hugging Face
+//     tokenizer.json, read by the sub-package hftok) behind one interface,
+//     and the tokenizer.json file that names the tokenizer of a prepared
+//     directory (gotrain's record, or a copy of the Hugging Face files);
+//   - Prepare, which turns .txt and .jsonl documents into train and val
+//     shards, uint32 ones when the vocabulary exceeds 65,535 ids.
 //
 // Dimension key: B = micro-batch size, T = sequence length, N = number of
 // ranks (world size), r = this rank. One micro-batch is B·T+1 consecutive
@@ -25,6 +28,7 @@
 // and no size read from a file is allocated before the file is known to
 // hold it.
 //
-// The package imports no other gotrain package. Loaders and shard writers are
-// not safe for concurrent use; tokenizers are.
+// The package imports no other gotrain package but its own hftok (and the
+// internal file helpers). Loaders and shard writers are not safe for
+// concurrent use; tokenizers are.
 package data

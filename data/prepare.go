@@ -14,6 +14,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/gotrain/gotrain/data/hftok"
 	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
@@ -71,6 +72,10 @@ type PrepareSummary struct {
 	SkippedLines      int64 // bad JSONL lines skipped with SkipBadLines
 	SkippedEmptyFiles int   // empty files met while walking directories or globs
 	Elapsed           time.Duration
+
+	// Format is the shards' format: uint16 tokens, or uint32 for
+	// vocabularies beyond 65,535 ids.
+	Format ShardFormat
 }
 
 // TokensPerSecond is the overall tokenization rate.
@@ -82,9 +87,11 @@ func (s PrepareSummary) TokensPerSecond() float64 {
 }
 
 // Prepare tokenizes documents into OutputDir/train_%06d.bin, val_%06d.bin and
-// tokenizer.json. Documents are read in sorted path order (lines in file
-// order), each is prefixed with EOT as llm.c's fineweb shards are, and
-// documents may span shard boundaries. Tokenization runs on Workers
+// tokenizer.json (gotrain's record, or a copy of a Hugging Face tokenizer's
+// files). Shards hold uint16 tokens, or uint32 when the vocabulary exceeds
+// 65,535 ids (ShardFormatFor). Documents are read in sorted path order
+// (lines in file order), each is prefixed with EOT as llm.c's fineweb shards
+// are, and documents may span shard boundaries. Tokenization runs on Workers
 // goroutines over chunks of documents; shards are written in document order,
 // so the output does not depend on Workers. On error, the shards this call
 // published are removed.
@@ -94,10 +101,13 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 	if err := checkPrepareOptions(&opts); err != nil {
 		return sum, err
 	}
-	const format = ShardGPT2
-	if eot := int64(opts.Tokenizer.EOT()); eot > format.MaxToken() {
-		return sum, fmt.Errorf("prepare: tokenizer %s has EOT %d, which does not fit uint16 shards (ids must be < 65536)",
-			opts.Tokenizer.Name(), eot)
+	format := ShardFormatFor(opts.Tokenizer.VocabSize())
+	if eot := int64(opts.Tokenizer.EOT()); eot < 0 || eot > format.MaxToken() {
+		return sum, fmt.Errorf("prepare: tokenizer %s has EOT %d, which does not fit %s shards (ids must be in [0, %d])",
+			opts.Tokenizer.Name(), eot, format, format.MaxToken())
+	}
+	if err := checkTokenizerTarget(opts.OutputDir, opts.Tokenizer); err != nil {
+		return sum, err
 	}
 	inputs, err := resolveInputs(opts.Inputs, opts.TextExtensions)
 	if err != nil {
@@ -158,11 +168,43 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 	sum.Train = train.summary()
 	sum.Val = val.summary()
 	sum.Tokenizer = InfoOf(opts.Tokenizer)
+	sum.Format = format
 	sum.InputBytes = p.readBytes
 	sum.InputFiles = p.filesRead
 	sum.SkippedLines = p.skippedLines
 	sum.Elapsed = time.Since(start)
 	return sum, nil
+}
+
+// ShardFormatFor is the shard format for a vocabulary of vocab ids: llm.c's
+// uint16 shards while the vocabulary has at most 65,535 ids, its Llama 3
+// variant with uint32 tokens beyond (Qwen3's 151,669, Llama 3's 128,256).
+func ShardFormatFor(vocab int) ShardFormat {
+	if vocab > math.MaxUint16 {
+		return ShardLlama3
+	}
+	return ShardGPT2
+}
+
+// checkTokenizerTarget refuses to write shards into a model directory whose
+// Hugging Face tokenizer.json the tokenizer record would replace (Prepare
+// writes tokenizer.json beside the shards): a model snapshot has its
+// config.json or weights there, and its tokenizer must survive.
+func checkTokenizerTarget(dir string, tok Tokenizer) error {
+	model, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil && len(model) == 0 {
+		return nil // no model there
+	}
+	path := filepath.Join(dir, TokenizerInfoFile)
+	b, err := regularfile.Read("tokenizer info", path, hftok.MaxFileBytes)
+	if err != nil || !isHFTokenizerJSON(b) {
+		return nil // absent (or unreadable, which writing it will report)
+	}
+	if hf, ok := tok.(*HFTokenizer); ok && string(hf.files[0].data) == string(b) {
+		return nil
+	}
+	return fmt.Errorf("prepare: %s holds a model and its Hugging Face tokenizer.json, which preparing data there with tokenizer %s would replace; "+
+		"write the shards into a directory of their own (--output)", dir, tok.Name())
 }
 
 func checkPrepareOptions(o *PrepareOptions) error {
@@ -418,8 +460,8 @@ func (p *pipeline) tokenize(ctx context.Context, docs []document) chunkResult {
 		toks[0] = eot
 		for j, id := range ids {
 			if id < 0 || int64(id) > maxTok {
-				return chunkResult{err: fmt.Errorf("prepare: %s: token id %d does not fit uint16 shards (ids must be in [0, %d])",
-					d.source, id, maxTok)}
+				return chunkResult{err: fmt.Errorf("prepare: %s: token id %d does not fit %s shards (ids must be in [0, %d])",
+					d.source, id, p.format, maxTok)}
 			}
 			toks[j+1] = int32(id)
 		}

@@ -162,7 +162,9 @@ func TestTokenizerInfoBadValuesRefused(t *testing.T) {
 		{`{"eot":1,"vocab_size":32000}`, `no "tokenizer" name`},
 		{`{"tokenizer":"byte","eot":-1,"vocab_size":257}`, `"eot" is -1`},
 		{`{"tokenizer":"byte","eot":50256,"vocab_size":257}`, `"eot" is 50256`},
-		{`{"version":"1.0","model":{"type":"BPE"}}`, "Hugging Face tokenizer file"},
+		// A Hugging Face tokenizer.json is loaded whole, and a bad one says why.
+		{`{"version":"1.0","model":{"type":"BPE"}}`, "Hugging Face tokenizer"},
+		{`{"version":"1.0","model":{"type":"BPE"}}`, "model: vocab is empty"},
 	} {
 		path, err := tokenizerInfoErr(t, tc.content)
 		wantErr(t, err, path, tc.say)

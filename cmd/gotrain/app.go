@@ -59,6 +59,7 @@ func commands() []*cli.Command {
 		plotCommand(),
 		checkpointCommand(),
 		dataCommand(),
+		tokenizeCommand(),
 		launchCommand(),
 		slurmCommand(),
 		doctorCommand(),

@@ -18,7 +18,8 @@ func dataCommand() *cli.Command {
 		Name:  "data",
 		Usage: "prepare training data: text documents into llm.c token shards",
 		Description: "Token shards are llm.c's .bin files (a 1024-byte header with magic 20240520, then uint16\n" +
-			"tokens), the format llm.c and modded-nanogpt train from; gotrain train reads them with --data.",
+			"tokens; magic 20240801 and uint32 tokens when the tokenizer has more than 65,535 ids), the format\n" +
+			"llm.c and modded-nanogpt train from; gotrain train reads them with --data.",
 		Subcommands: []*cli.Command{dataPrepareCommand()},
 	}
 }
@@ -33,7 +34,10 @@ func dataPrepareCommand() *cli.Command {
 			"(the --text-field string). Documents are taken in sorted path order, each prefixed with the\n" +
 			"tokenizer's end-of-text token as in llm.c's fineweb shards, and may span shard boundaries.\n" +
 			"Document 0 goes to train, document 1 to val, then one document in every 1/F goes to val.\n" +
-			"Writes OUTPUT/train_000000.bin, ..., OUTPUT/val_000000.bin and OUTPUT/tokenizer.json.\n\n" +
+			"With a Hugging Face tokenizer, the separator is its BOS token (Llama 3), else <|endoftext|> (Qwen),\n" +
+			"else its EOS token, and special tokens written in a document stay text.\n" +
+			"Writes OUTPUT/train_000000.bin, ..., OUTPUT/val_000000.bin and OUTPUT/tokenizer.json (a copy of\n" +
+			"the Hugging Face tokenizer.json and tokenizer_config.json, when that is the tokenizer).\n\n" +
 			"Example:\n" +
 			"  gotrain data prepare --input corpus/ --tokenizer gpt2 --output data/ --val-fraction 0.05\n" +
 			"  gotrain train --config ds.json --data 'data/train_*.bin' --val-data 'data/val_*.bin'",
@@ -50,7 +54,9 @@ func dataPrepareCommand() *cli.Command {
 			&cli.StringFlag{
 				Name:  "tokenizer",
 				Value: "gpt2",
-				Usage: "tokenizer: gpt2 (GPT-2 BPE, 50257 ids, EOT 50256, built in, nothing downloaded) or byte (UTF-8 bytes, 257 ids, EOT 256)",
+				Usage: "tokenizer: gpt2 (GPT-2 BPE, 50257 ids, EOT 50256, built in, nothing downloaded), byte (UTF-8 bytes, 257 ids, EOT 256), " +
+					"a Hugging Face tokenizer.json, or a directory holding one (a model snapshot: Qwen2/Qwen3, Llama 3, GPT-2 byte-level BPE), " +
+					"whose files are copied beside the shards",
 			},
 			&cli.StringFlag{
 				Name:     "output",
@@ -154,7 +160,8 @@ func dataIsTerminal(w io.Writer) bool {
 
 func dataPrintSummary(w io.Writer, dir string, s data.PrepareSummary) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "prepared %s with tokenizer %s (eot %d, vocab %d)\n", dir, s.Tokenizer.Tokenizer, s.Tokenizer.EOT, s.Tokenizer.VocabSize)
+	fmt.Fprintf(&b, "prepared %s with tokenizer %s (eot %d, vocab %d, %s shards)\n", dir, s.Tokenizer.Tokenizer, s.Tokenizer.EOT,
+		s.Tokenizer.VocabSize, map[data.ShardFormat]string{data.ShardGPT2: "uint16", data.ShardLlama3: "uint32"}[s.Format])
 	for _, sp := range []struct {
 		name string
 		s    data.SplitSummary

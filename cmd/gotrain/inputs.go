@@ -35,7 +35,7 @@ func dataTokenizer(train, val []string) (*data.TokenizerInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if info != nil && vinfo != nil && *info != *vinfo {
+	if info != nil && vinfo != nil && !info.Same(*vinfo) {
 		return nil, fmt.Errorf("--data was prepared with tokenizer %s (%d ids) but --val-data with %s (%d ids); prepare both with the same tokenizer",
 			info.Tokenizer, info.VocabSize, vinfo.Tokenizer, vinfo.VocabSize)
 	}
