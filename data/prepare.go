@@ -225,7 +225,7 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 	if opts.Tokenizer != nil {
 		sum.Tokenizer = InfoOf(opts.Tokenizer)
 	} else {
-		sum.Tokenizer = TokenizerInfo{Tokenizer: "none (pre-tokenized input_ids)", VocabSize: int(train.maxID+1), EOT: -1}
+		sum.Tokenizer = TokenizerInfo{Tokenizer: "none (pre-tokenized input_ids)", VocabSize: int(train.maxID + 1), EOT: -1}
 		if val.maxID >= train.maxID {
 			sum.Tokenizer.VocabSize = int(val.maxID + 1)
 		}
