@@ -68,20 +68,25 @@ func (k rowKind) String() string {
 type record map[string]any
 
 // classify tells a record's form; the first that fits wins: input_ids,
-// messages, prompt and completion, text.
+// messages, prompt and completion, text. A null field, or an empty list,
+// is absent: a Parquet file has every column in every row, so a row of
+// one form shows the other forms' columns empty.
 func classify(rec record, f RowFields) (rowKind, error) {
-	if _, ok := rec["input_ids"]; ok {
+	has := func(name string) bool {
+		v, ok := rec[name]
+		if l, isList := v.([]any); isList {
+			return len(l) > 0
+		}
+		return ok && v != nil
+	}
+	switch {
+	case has("input_ids"):
 		return kindTokens, nil
-	}
-	if _, ok := rec[f.Messages]; ok {
+	case has(f.Messages):
 		return kindMessages, nil
-	}
-	_, p := rec[f.Prompt]
-	_, c := rec[f.Completion]
-	if p && c {
+	case has(f.Prompt) && has(f.Completion):
 		return kindPromptCompletion, nil
-	}
-	if _, ok := rec[f.Text]; ok {
+	case has(f.Text):
 		return kindText, nil
 	}
 	keys := make([]string, 0, len(rec))
