@@ -259,7 +259,7 @@ func (r *run) openData() error {
 	B, T, V := o.Batch.MicroBatch, o.SeqLen, o.Model.V
 	r.batches = o.Batches
 	if r.batches == nil {
-		lo := data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: r.rank, WorldSize: r.world, Shuffle: o.Shuffle, Seed: o.Seed, Vocab: V}
+		lo := data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: r.rank, WorldSize: r.world, Shuffle: o.Shuffle, Seed: o.Seed, Vocab: V, Pack: o.Pack}
 		var err error
 		if r.loader, err = data.NewLoader(lo); err != nil {
 			return fmt.Errorf("--data: %w", err)
@@ -270,7 +270,7 @@ func (r *run) openData() error {
 		}
 	}
 	if len(o.ValData) > 0 {
-		vo := data.LoaderOptions{Shards: o.ValData, B: B, T: T, Rank: r.rank, WorldSize: r.world, Vocab: V}
+		vo := data.LoaderOptions{Shards: o.ValData, B: B, T: T, Rank: r.rank, WorldSize: r.world, Vocab: V, Pack: o.Pack}
 		var err error
 		if r.val, err = data.NewEvalLoader(vo, o.EvalBatches); err != nil {
 			return fmt.Errorf("--val-data: %w", err)
