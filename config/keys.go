@@ -342,6 +342,7 @@ func keyTable() []keySpec {
 		kb("dataloader_drop_last", false, Ignored, ""),
 		ki("vocabulary_size", nil, Ignored, "warned when not a multiple of 8").in(positive),
 
+		raw("curriculum_learning", "DeepSpeed's legacy seqlen curriculum (fixed_linear, fixed_root, fixed_discrete); train each sequence length as its own run with --seq-len, resuming from the last checkpoint"),
 		raw("elasticity", ""),
 		raw("pipeline", "pipeline parallelism"),
 		raw("compression_training", ""),

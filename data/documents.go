@@ -20,8 +20,10 @@ import (
 type inputKind int
 
 const (
-	inputText  inputKind = iota // the whole file is one document
-	inputJSONL                  // one JSON object per line, text in a field
+	inputText    inputKind = iota // the whole file is one document
+	inputJSONL                    // one JSON object per line (.jsonl, .jsonl.gz)
+	inputJSON                     // a JSON array of objects, or JSON Lines (.json, .json.gz)
+	inputParquet                  // a Parquet file, one record per row
 )
 
 type inputFile struct {
@@ -50,11 +52,10 @@ func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
 	}
 	exts := normalizeExts(textExts)
 	kindOf := func(path string) (inputKind, bool) {
-		ext := strings.ToLower(filepath.Ext(path))
-		if ext == ".jsonl" {
-			return inputJSONL, true
+		if k, ok := recordKindOf(path); ok {
+			return k, true
 		}
-		return inputText, slices.Contains(exts, ext)
+		return inputText, slices.Contains(exts, strings.ToLower(filepath.Ext(path)))
 	}
 	seen := map[string]bool{}
 	add := func(path string, size int64) {
@@ -80,6 +81,9 @@ func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
 		return true
 	}
 	walk := func(root string) (int, error) {
+		if err := checkArrowDir(root); err != nil {
+			return 0, err
+		}
 		n := 0
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -107,6 +111,7 @@ func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
 		})
 		return n, err
 	}
+	// Record files besides .jsonl: .json, .json.gz, .jsonl.gz, .parquet.
 	what := strings.Join(append(slices.Clone(exts), ".jsonl"), " or ")
 	for _, in := range inputs {
 		if hasGlobMeta(in) {
@@ -134,7 +139,7 @@ func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
 				}
 			}
 			if n == 0 {
-				return set, fmt.Errorf("input pattern %q matches no non-empty %s files", in, what)
+				return set, fmt.Errorf("input pattern %q matches no non-empty %s files (nor .json, .json.gz, .jsonl.gz or .parquet ones)", in, what)
 			}
 			continue
 		}
@@ -148,7 +153,7 @@ func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
 				return set, err
 			}
 			if n == 0 {
-				return set, fmt.Errorf("input directory %s holds no non-empty %s files", in, what)
+				return set, fmt.Errorf("input directory %s holds no non-empty %s files (nor .json, .json.gz, .jsonl.gz or .parquet ones)", in, what)
 			}
 			continue
 		}
@@ -156,7 +161,7 @@ func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
 			return set, regularfile.NotRegular("input", in, st.Mode())
 		}
 		if _, ok := kindOf(in); !ok {
-			return set, fmt.Errorf("input %s: unsupported extension %q: want %s (.jsonl is one document per line, the others one document per file)",
+			return set, fmt.Errorf("input %s: unsupported extension %q: want %s, .json, .json.gz, .jsonl.gz or .parquet (JSON and Parquet files hold records, the others one document per file)",
 				in, filepath.Ext(in), what)
 		}
 		if st.Size() == 0 {

@@ -51,6 +51,13 @@ func (e *EvalLoader) Next(inputs, targets []int32) error {
 		panic("data: EvalLoader.Next needs inputs and targets of length B*T")
 	}
 	idx := e.done * e.total / e.numBatches
+	if e.l.rows != nil {
+		if err := e.l.rows.readGroup(0, idx, inputs, targets); err != nil {
+			return err
+		}
+		e.done++
+		return nil
+	}
 	for _, si := range e.l.epochShardOrder(0) {
 		if g := e.l.shards[si].groups; idx >= g {
 			idx -= g
@@ -64,6 +71,9 @@ func (e *EvalLoader) Next(inputs, targets []int32) error {
 	}
 	panic("data: eval batch beyond the split")
 }
+
+// Masked reports whether the split's shards have loss-mask companions.
+func (e *EvalLoader) Masked() bool { return e.l.masked }
 
 // Reset goes back to the first batch.
 func (e *EvalLoader) Reset() { e.done = 0 }

@@ -28,6 +28,12 @@ type LoaderOptions struct {
 	// checkShardVocab), so a shard made with another tokenizer fails before
 	// the first step rather than at the batch that holds the bad id.
 	Vocab int
+	// Pack reads shards with loss-mask companions (rows of instruction or
+	// chat data) as one token stream, like plain shards, with the
+	// unlabelled targets ignored: full B·T samples whose attention crosses
+	// row boundaries. Without Pack such shards give one sample per row
+	// (see rowLoader). Plain shards are always a stream.
+	Pack bool
 }
 
 // LoaderState is the position of the next micro-batch, for checkpoints.
@@ -39,12 +45,16 @@ type LoaderState struct {
 	// GroupTokens is B·T·N of the loader that saved the state: a position is
 	// only meaningful for the same geometry.
 	GroupTokens int64 `json:"group_tokens"`
+	// GroupRows is B·N of a loader that serves one row per sample (0 for
+	// a token stream); Group then counts groups of GroupRows rows.
+	GroupRows int64 `json:"group_rows,omitempty"`
 }
 
 type loaderShard struct {
 	path   string
 	header ShardHeader
-	groups int64 // (ntok−1) / (B·T·N), as llm.c counts samples
+	groups int64     // (ntok−1) / (B·T·N), as llm.c counts samples
+	mask   *MaskFile // the loss-mask companion; nil for plain shards
 }
 
 // Loader serves one rank's micro-batches in llm.c's order: shard after shard,
@@ -68,6 +78,10 @@ type Loader struct {
 	file       *os.File
 	fileIdx    int
 	buf        []byte
+
+	masked bool       // the shards have loss-mask companions
+	labels []bool     // scratch: label flags of the tokens read
+	rows   *rowLoader // one sample per row; nil for a token stream
 }
 
 // NewLoader validates every shard (header, size, and every token id against
@@ -98,17 +112,41 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	}
 	need := l.GroupTokens() + 1
 	var largest loaderShard
-	for _, p := range paths {
+	var all []loaderShard
+	built := false
+	defer func() {
+		if !built {
+			closeMasks(all)
+		}
+	}()
+	for i, p := range paths {
 		h, err := openAndCheckShard(p, l.vocab)
 		if err != nil {
 			return nil, fmt.Errorf("data loader: %w", err)
 		}
 		s := loaderShard{path: p, header: h, groups: (h.NumTokens - 1) / l.GroupTokens()}
-		if h.NumTokens > largest.header.NumTokens {
+		if s.mask, err = openCompanion(p, h, l.vocab, i == 0, &l.masked); err != nil {
+			return nil, fmt.Errorf("data loader: %w", err)
+		}
+		all = append(all, s)
+	}
+	if l.masked && !opts.Pack {
+		if l.rows, err = newRowLoader(all, opts); err != nil {
+			return nil, fmt.Errorf("data loader: %w", err)
+		}
+		l.shards, built = all, true
+		l.st.GroupRows = l.rows.nb
+		return l, nil
+	}
+	for _, s := range all {
+		if s.header.NumTokens > largest.header.NumTokens {
 			largest = s
 		}
 		if s.groups == 0 {
-			l.skipped = append(l.skipped, p)
+			l.skipped = append(l.skipped, s.path)
+			if s.mask != nil {
+				s.mask.Close()
+			}
 			continue
 		}
 		l.shards = append(l.shards, s)
@@ -118,18 +156,28 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 			"a group needs N·B·T+1 = %d tokens, the largest shard (%s) has %d",
 			opts.B, opts.T, opts.WorldSize, need, largest.path, largest.header.NumTokens)
 	}
+	built = true
 	maxW := 0
 	for _, s := range l.shards {
 		maxW = max(maxW, s.header.Format.TokenBytes())
 	}
 	l.buf = make([]byte, (bt+1)*int64(maxW))
+	if l.masked {
+		l.labels = make([]bool, bt+1)
+	}
 	l.st.GroupTokens = l.GroupTokens()
 	l.shardOrder = l.epochShardOrder(0)
 	return l, nil
 }
 
-// GroupTokens is B·T·N, the tokens all ranks consume together per Next.
-func (l *Loader) GroupTokens() int64 { return l.bt * l.world }
+// GroupTokens is B·T·N, the tokens all ranks consume together per Next;
+// 0 for a loader that serves one row per sample (its position is in rows).
+func (l *Loader) GroupTokens() int64 {
+	if l.rows != nil {
+		return 0
+	}
+	return l.bt * l.world
+}
 
 // Shards lists the shards the loader reads, in lexical order.
 func (l *Loader) Shards() []string {
@@ -144,8 +192,15 @@ func (l *Loader) Shards() []string {
 // complete group and are never read.
 func (l *Loader) SkippedShards() []string { return append([]string(nil), l.skipped...) }
 
+// Masked reports whether the shards have loss-mask companions, so that
+// some targets are IgnoreTarget.
+func (l *Loader) Masked() bool { return l.masked }
+
 // BatchesPerEpoch is the number of Next calls in one pass over the shards.
 func (l *Loader) BatchesPerEpoch() int64 {
+	if l.rows != nil {
+		return l.rows.groups
+	}
 	var n int64
 	for _, s := range l.shards {
 		n += s.groups
@@ -158,6 +213,9 @@ func (l *Loader) BatchesPerEpoch() int64 {
 func (l *Loader) Next(inputs, targets []int32) error {
 	if int64(len(inputs)) != l.bt || int64(len(targets)) != l.bt {
 		panic("data: Loader.Next needs inputs and targets of length B*T")
+	}
+	if l.rows != nil {
+		return l.rows.next(&l.st, inputs, targets)
 	}
 	si := l.shardOrder[l.st.Shard]
 	s := &l.shards[si]
@@ -216,13 +274,24 @@ func (l *Loader) read(si int, g int64, inputs, targets []int32) error {
 			inputs[i], targets[i] = prev, next
 			prev = next
 		}
+	} else {
+		prev := int32(binary.LittleEndian.Uint32(buf))
+		for i := range inputs {
+			next := int32(binary.LittleEndian.Uint32(buf[4*(i+1):]))
+			inputs[i], targets[i] = prev, next
+			prev = next
+		}
+	}
+	if s.mask == nil {
 		return nil
 	}
-	prev := int32(binary.LittleEndian.Uint32(buf))
-	for i := range inputs {
-		next := int32(binary.LittleEndian.Uint32(buf[4*(i+1):]))
-		inputs[i], targets[i] = prev, next
-		prev = next
+	if err := s.mask.Labels(l.labels, pos); err != nil {
+		return fmt.Errorf("data loader: %w", err)
+	}
+	for i, lab := range l.labels[1:] {
+		if !lab {
+			targets[i] = IgnoreTarget
+		}
 	}
 	return nil
 }
@@ -263,8 +332,15 @@ func (l *Loader) ensureGroupOrder(si int) {
 func (l *Loader) Save() LoaderState { return l.st }
 
 // Restore moves to a saved position. A state saved with a different B·T·N is
-// refused, because its group indices would point at other tokens.
+// refused, because its group indices would point at other tokens. A row
+// loader carries a position saved with another B·N over in rows.
 func (l *Loader) Restore(s LoaderState) error {
+	if l.rows != nil {
+		return l.rows.restore(&l.st, s)
+	}
+	if s.GroupRows != 0 {
+		return fmt.Errorf("data loader: the state was saved by a loader that served one row per sample; this one reads a token stream (--pack, or shards without loss-mask companions)")
+	}
 	if s.GroupTokens != 0 && s.GroupTokens != l.GroupTokens() {
 		return fmt.Errorf("data loader: state was saved with B·T·N = %d tokens per group, this loader uses %d; the data position cannot be carried over",
 			s.GroupTokens, l.GroupTokens())
@@ -283,8 +359,12 @@ func (l *Loader) Restore(s LoaderState) error {
 	return nil
 }
 
-// Close releases the open shard file. The loader must not be used after.
+// Close releases the open shard files. The loader must not be used after.
 func (l *Loader) Close() error {
+	closeMasks(l.shards)
+	if l.rows != nil {
+		l.rows.close()
+	}
 	if l.file == nil {
 		return nil
 	}

@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/gotrain/gotrain/data/hftok"
+	"github.com/gotrain/gotrain/internal/atomicfile"
 	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
@@ -34,8 +36,11 @@ type PrepareOptions struct {
 	// TextExtensions are the extensions of one-document-per-file inputs;
 	// empty means ".txt".
 	TextExtensions []string
-	Tokenizer      Tokenizer
-	OutputDir      string
+	// Tokenizer may be nil when every record is a pre-tokenized
+	// {input_ids, labels} row; the shards are then uint16 when the largest
+	// id allows, else uint32, and no tokenizer.json is written.
+	Tokenizer Tokenizer
+	OutputDir string
 	// ValFraction in [0, 1) of the documents goes to val; see valSplit for
 	// the rule. Zero means no val split.
 	ValFraction float64
@@ -43,6 +48,18 @@ type PrepareOptions struct {
 	ShardTokens int64
 	// TextField is the JSONL field holding the text; "" means "text".
 	TextField string
+	// PromptField, CompletionField and MessagesField name the columns of
+	// the row forms (see rows.go); "" means prompt, completion, messages.
+	PromptField, CompletionField, MessagesField string
+	// ChatFormat forces a built-in chat formatter for messages rows
+	// (chatml, qwen3, llama3); "" renders the tokenizer's chat_template
+	// when gotrain knows it and refuses it otherwise.
+	ChatFormat string
+	// MaxRowTokens caps a row's tokens (0: no cap); Overlong says what
+	// happens to a longer row: "truncate" (the default) keeps its first
+	// MaxRowTokens tokens, "drop" leaves it out.
+	MaxRowTokens int
+	Overlong     string
 	// MaxDocs stops after that many documents; 0 means all.
 	MaxDocs int64
 	// SkipBadLines counts and skips JSONL lines that are bad JSON or lack
@@ -76,6 +93,32 @@ type PrepareSummary struct {
 	// Format is the shards' format: uint16 tokens, or uint32 for
 	// vocabularies beyond 65,535 ids.
 	Format ShardFormat
+
+	// Rows is set when the records were rows (prompt/completion,
+	// messages, input_ids): the shards have loss-mask companions.
+	Rows RowSummary
+}
+
+// RowSummary describes the rows of a row-shaped data set.
+type RowSummary struct {
+	Kinds     map[string]int64 // rows per form, e.g. "{messages}"
+	Rows      int64            // rows written, both splits
+	Truncated int64            // rows cut to MaxRowTokens
+	Dropped   int64            // rows longer than MaxRowTokens left out
+	Labels    int64            // tokens that are loss targets' labels
+	// Lengths counts rows by token length (before truncation): bucket i
+	// holds lengths in (2^(i-1), 2^i], bucket 0 length 1.
+	Lengths [32]int64
+	Longest int64
+}
+
+func (s *RowSummary) addLength(n int) {
+	b := 0
+	for (1 << b) < n {
+		b++
+	}
+	s.Lengths[min(b, len(s.Lengths)-1)]++
+	s.Longest = max(s.Longest, int64(n))
 }
 
 // TokensPerSecond is the overall tokenization rate.
@@ -101,13 +144,18 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 	if err := checkPrepareOptions(&opts); err != nil {
 		return sum, err
 	}
-	format := ShardFormatFor(opts.Tokenizer.VocabSize())
-	if eot := int64(opts.Tokenizer.EOT()); eot < 0 || eot > format.MaxToken() {
-		return sum, fmt.Errorf("prepare: tokenizer %s has EOT %d, which does not fit %s shards (ids must be in [0, %d])",
-			opts.Tokenizer.Name(), eot, format, format.MaxToken())
-	}
-	if err := checkTokenizerTarget(opts.OutputDir, opts.Tokenizer); err != nil {
-		return sum, err
+	// Pre-tokenized rows without a tokenizer are written as uint32 and
+	// narrowed at the end when the largest id allows.
+	format := ShardLlama3
+	if opts.Tokenizer != nil {
+		format = ShardFormatFor(opts.Tokenizer.VocabSize())
+		if eot := int64(opts.Tokenizer.EOT()); eot < 0 || eot > format.MaxToken() {
+			return sum, fmt.Errorf("prepare: tokenizer %s has EOT %d, which does not fit %s shards (ids must be in [0, %d])",
+				opts.Tokenizer.Name(), eot, format, format.MaxToken())
+		}
+		if err := checkTokenizerTarget(opts.OutputDir, opts.Tokenizer); err != nil {
+			return sum, err
+		}
 	}
 	inputs, err := resolveInputs(opts.Inputs, opts.TextExtensions)
 	if err != nil {
@@ -119,8 +167,9 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 		return sum, err
 	}
 
-	train := &splitWriter{dir: opts.OutputDir, prefix: "train", shardTokens: opts.ShardTokens, format: format}
-	val := &splitWriter{dir: opts.OutputDir, prefix: "val", shardTokens: opts.ShardTokens, format: format}
+	pad := padID(opts.Tokenizer)
+	train := &splitWriter{dir: opts.OutputDir, prefix: "train", shardTokens: opts.ShardTokens, format: format, pad: pad}
+	val := &splitWriter{dir: opts.OutputDir, prefix: "val", shardTokens: opts.ShardTokens, format: format, pad: pad}
 	var bar *progressbar.ProgressBar
 	if opts.Progress != nil {
 		bar = progressbar.NewOptions64(inputs.bytes,
@@ -131,8 +180,14 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish())
 	}
-	p := &pipeline{opts: opts, inputs: inputs, train: train, val: val, bar: bar, format: format}
+	p := &pipeline{opts: opts, inputs: inputs, train: train, val: val, bar: bar, format: format,
+		rows: newRowBuilder(opts.Tokenizer, RowFields{Text: opts.TextField, Prompt: opts.PromptField,
+			Completion: opts.CompletionField, Messages: opts.MessagesField}, opts.ChatFormat)}
+	p.sum.Kinds = map[string]int64{}
 	err = p.run(ctx)
+	if err == nil && opts.Tokenizer == nil {
+		format, err = narrowShards(train, val)
+	}
 	if err == nil {
 		err = train.finish()
 	}
@@ -142,7 +197,7 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 	if err == nil && train.docs+val.docs == 0 {
 		err = fmt.Errorf("prepare: the inputs hold no documents")
 	}
-	if err == nil {
+	if err == nil && opts.Tokenizer != nil {
 		err = WriteTokenizerInfo(opts.OutputDir, opts.Tokenizer)
 	}
 	if bar != nil {
@@ -167,8 +222,18 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 	}
 	sum.Train = train.summary()
 	sum.Val = val.summary()
-	sum.Tokenizer = InfoOf(opts.Tokenizer)
+	if opts.Tokenizer != nil {
+		sum.Tokenizer = InfoOf(opts.Tokenizer)
+	} else {
+		sum.Tokenizer = TokenizerInfo{Tokenizer: "none (pre-tokenized input_ids)", VocabSize: int(train.maxID + 1), EOT: -1}
+		if val.maxID >= train.maxID {
+			sum.Tokenizer.VocabSize = int(val.maxID + 1)
+		}
+	}
 	sum.Format = format
+	if p.rowMode == 1 {
+		sum.Rows = p.sum
+	}
 	sum.InputBytes = p.readBytes
 	sum.InputFiles = p.filesRead
 	sum.SkippedLines = p.skippedLines
@@ -208,8 +273,15 @@ func checkTokenizerTarget(dir string, tok Tokenizer) error {
 }
 
 func checkPrepareOptions(o *PrepareOptions) error {
-	if o.Tokenizer == nil {
-		return fmt.Errorf("prepare: no tokenizer given")
+	switch o.Overlong {
+	case "":
+		o.Overlong = "truncate"
+	case "truncate", "drop":
+	default:
+		return fmt.Errorf("prepare: --overlong %q: want truncate or drop", o.Overlong)
+	}
+	if o.MaxRowTokens < 0 {
+		return fmt.Errorf("prepare: --max-row-tokens %d must be ≥ 0 (0: no cap)", o.MaxRowTokens)
 	}
 	if o.OutputDir == "" {
 		return fmt.Errorf("prepare: no output directory given")
@@ -242,7 +314,7 @@ func prepareOutputDir(dir string, force bool) ([]string, error) {
 		return nil, fmt.Errorf("prepare: output directory: %w", err)
 	}
 	var old []string
-	for _, pat := range []string{"train_*.bin", "val_*.bin"} {
+	for _, pat := range []string{"train_*.bin", "val_*.bin", "train_*" + MaskExt, "val_*" + MaskExt} {
 		m, err := filepath.Glob(filepath.Join(dir, pat))
 		if err != nil {
 			return nil, fmt.Errorf("prepare: output directory %s: %w", dir, err)
@@ -255,7 +327,7 @@ func prepareOutputDir(dir string, force bool) ([]string, error) {
 	}
 	if force {
 		// Temporary shards of a killed run (see CreateShard's naming).
-		for _, pat := range []string{".train_*.bin.tmp*", ".val_*.bin.tmp*"} {
+		for _, pat := range []string{".train_*.bin.tmp*", ".val_*.bin.tmp*", ".train_*.mask.tmp*", ".val_*.mask.tmp*"} {
 			m, _ := filepath.Glob(filepath.Join(dir, pat))
 			for _, path := range m {
 				os.Remove(path)
@@ -266,33 +338,45 @@ func prepareOutputDir(dir string, force bool) ([]string, error) {
 }
 
 // splitWriter cuts one split's token stream into shards of at most
-// shardTokens tokens.
+// shardTokens tokens. Rows (addRow) never span shards: a row that does not
+// fit the current shard starts the next, and each shard gets a loss-mask
+// companion.
 type splitWriter struct {
 	dir, prefix string
 	shardTokens int64
 	format      ShardFormat
+	pad         int32
 	cur         *ShardWriter
+	mask        *maskBuilder // the current shard's rows, in row mode
 	shards      []string
+	masks       []string
 	docs        int64
 	tokens      int64
+	maxID       int64
+}
+
+func (s *splitWriter) open() error {
+	path := filepath.Join(s.dir, fmt.Sprintf("%s_%06d.bin", s.prefix, len(s.shards)))
+	w, err := CreateShard(path, s.format)
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	s.cur = w
+	return nil
 }
 
 func (s *splitWriter) add(tokens []int32) error {
 	s.docs++
 	for len(tokens) > 0 {
 		if s.cur == nil {
-			path := filepath.Join(s.dir, fmt.Sprintf("%s_%06d.bin", s.prefix, len(s.shards)))
-			w, err := CreateShard(path, s.format)
-			if err != nil {
-				return fmt.Errorf("prepare: %w", err)
+			if err := s.open(); err != nil {
+				return err
 			}
-			s.cur = w
 		}
 		n := min(int64(len(tokens)), s.shardTokens-s.cur.Len())
-		if err := s.cur.Write(tokens[:n]); err != nil {
-			return fmt.Errorf("prepare: %w", err)
+		if err := s.write(tokens[:n]); err != nil {
+			return err
 		}
-		s.tokens += n
 		tokens = tokens[n:]
 		if s.cur.Len() == s.shardTokens {
 			if err := s.closeShard(); err != nil {
@@ -303,13 +387,55 @@ func (s *splitWriter) add(tokens []int32) error {
 	return nil
 }
 
+func (s *splitWriter) write(tokens []int32) error {
+	if err := s.cur.Write(tokens); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	for _, t := range tokens {
+		s.maxID = max(s.maxID, int64(t))
+	}
+	s.tokens += int64(len(tokens))
+	return nil
+}
+
+// addRow writes one row whole, with its label flags.
+func (s *splitWriter) addRow(ids []int32, labels []bool) error {
+	s.docs++
+	if s.cur != nil && s.cur.Len() > 0 && s.cur.Len()+int64(len(ids)) > s.shardTokens {
+		if err := s.closeShard(); err != nil {
+			return err
+		}
+	}
+	if s.cur == nil {
+		if err := s.open(); err != nil {
+			return err
+		}
+		s.mask = &maskBuilder{}
+	}
+	if err := s.write(ids); err != nil {
+		return err
+	}
+	s.mask.add(labels)
+	if s.cur.Len() >= s.shardTokens {
+		return s.closeShard()
+	}
+	return nil
+}
+
 func (s *splitWriter) closeShard() error {
-	w := s.cur
-	s.cur = nil
+	w, m := s.cur, s.mask
+	s.cur, s.mask = nil, nil
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	s.shards = append(s.shards, w.Path())
+	if m != nil {
+		path := MaskPath(w.Path())
+		if err := atomicfile.WriteFile(path, m.encode(s.pad)); err != nil {
+			return fmt.Errorf("prepare: loss-mask companion: %w", err)
+		}
+		s.masks = append(s.masks, path)
+	}
 	return nil
 }
 
@@ -325,23 +451,63 @@ func (s *splitWriter) abort() {
 		s.cur.Abort()
 		s.cur = nil
 	}
-	for _, p := range s.shards {
+	for _, p := range append(s.shards, s.masks...) {
 		os.Remove(p)
 	}
-	s.shards = nil
+	s.shards, s.masks = nil, nil
 }
 
 func (s *splitWriter) published(path string) bool {
-	for _, p := range s.shards {
-		if p == path {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(s.shards, path) || slices.Contains(s.masks, path)
 }
 
 func (s *splitWriter) summary() SplitSummary {
 	return SplitSummary{Documents: s.docs, Tokens: s.tokens, Shards: append([]string(nil), s.shards...)}
+}
+
+// narrowShards rewrites the uint32 shards of pre-tokenized rows as uint16
+// when every id fits, which is what a tokenizer of that size would have
+// given; it returns the format the shards end in.
+func narrowShards(splits ...*splitWriter) (ShardFormat, error) {
+	var maxID int64
+	for _, s := range splits {
+		maxID = max(maxID, s.maxID)
+	}
+	if maxID > math.MaxUint16 {
+		return ShardLlama3, nil
+	}
+	for _, s := range splits {
+		for _, path := range s.shards {
+			_, toks, err := ReadShard(path)
+			if err != nil {
+				return 0, fmt.Errorf("prepare: %w", err)
+			}
+			if err := WriteShard(path, ShardGPT2, toks); err != nil {
+				return 0, fmt.Errorf("prepare: %w", err)
+			}
+		}
+	}
+	return ShardGPT2, nil
+}
+
+// padID is what fills a short row's inputs: the tokenizer's pad token,
+// else its EOS, else its EOT; 0 without a tokenizer. Padded inputs come
+// after the row's last target, so with causal attention their value
+// changes no loss.
+func padID(tok Tokenizer) int32 {
+	if tok == nil {
+		return 0
+	}
+	if hf, ok := tok.(*HFTokenizer); ok {
+		c := hf.HF().Config()
+		if c.PAD.ID >= 0 {
+			return int32(c.PAD.ID)
+		}
+		if c.EOS.ID >= 0 {
+			return int32(c.EOS.ID)
+		}
+	}
+	return int32(tok.EOT())
 }
 
 // pipeline reads documents on one goroutine, tokenizes chunks of them on
@@ -357,11 +523,16 @@ type pipeline struct {
 	readBytes    int64
 	skippedLines int64
 	filesRead    int
+
+	rows    *rowBuilder
+	rowMode int // 0: not known yet, 1: rows, -1: token stream
+	sum     RowSummary
 }
 
 type document struct {
 	source string // path, or path:line for JSONL
 	text   string
+	rec    record // a record of a JSON or Parquet file; nil for a text file
 	val    bool
 }
 
@@ -372,7 +543,9 @@ type chunk struct {
 }
 
 type chunkResult struct {
-	tokens [][]int32 // per document, EOT first
+	tokens [][]int32 // per document: a text document EOT first, a row as built
+	labels [][]bool  // per document: nil for text, a row's label flags
+	kinds  []rowKind
 	err    error
 }
 
@@ -434,7 +607,7 @@ func (p *pipeline) consume(order <-chan *chunk) error {
 			if c.docs[i].val {
 				w = p.val
 			}
-			if err := w.add(toks); err != nil {
+			if err := p.write(w, c.docs[i].source, res.kinds[i], toks, res.labels[i]); err != nil {
 				return err
 			}
 		}
@@ -446,16 +619,92 @@ func (p *pipeline) consume(order <-chan *chunk) error {
 	return nil
 }
 
+// write hands one document or row to its split: text documents to the
+// token stream, rows whole with their labels, after MaxRowTokens. A data
+// set is one or the other; the first record decides.
+func (p *pipeline) write(w *splitWriter, source string, k rowKind, toks []int32, labels []bool) error {
+	mode := -1
+	if k != kindText {
+		mode = 1
+	}
+	if p.rowMode == 0 {
+		p.rowMode = mode
+	}
+	if mode != p.rowMode {
+		return fmt.Errorf("prepare: %s: a %s record among %s; a data set is either text documents (a token stream) or rows with loss masks, not both",
+			source, k, map[int]string{1: "rows", -1: "text documents"}[p.rowMode])
+	}
+	if mode < 0 {
+		return w.add(toks)
+	}
+	p.sum.Kinds[k.String()]++
+	p.sum.addLength(len(toks))
+	if n := p.opts.MaxRowTokens; n > 0 && len(toks) > n {
+		if p.opts.Overlong == "drop" {
+			p.sum.Dropped++
+			return nil
+		}
+		p.sum.Truncated++
+		toks, labels = toks[:n], labels[:n]
+	}
+	p.sum.Rows++
+	for _, l := range labels {
+		if l {
+			p.sum.Labels++
+		}
+	}
+	return w.addRow(toks, labels)
+}
+
 func (p *pipeline) tokenize(ctx context.Context, docs []document) chunkResult {
 	out := make([][]int32, len(docs))
-	eot := int32(p.opts.Tokenizer.EOT())
+	labels := make([][]bool, len(docs))
+	kinds := make([]rowKind, len(docs))
 	maxTok := p.format.MaxToken()
+	rb := *p.rows // a copy per chunk: the chat renderer is made lazily
 	for i, d := range docs {
 		// After a failure or an interrupt, queued work is dropped quickly.
 		if err := ctx.Err(); err != nil {
 			return chunkResult{err: err}
 		}
-		ids := p.opts.Tokenizer.Encode(d.text)
+		text := d.text
+		if d.rec != nil {
+			k, err := classify(d.rec, rb.fields)
+			if err != nil {
+				return chunkResult{err: fmt.Errorf("prepare: %s: %w", d.source, err)}
+			}
+			kinds[i] = k
+			if k == kindText {
+				if text, err = stringField(d.rec, rb.fields.Text); err != nil {
+					return chunkResult{err: fmt.Errorf("prepare: %s: %w", d.source, err)}
+				}
+			} else {
+				ids, lab, err := rb.build(d.rec, k)
+				if err != nil {
+					return chunkResult{err: fmt.Errorf("prepare: %s: %w", d.source, err)}
+				}
+				if len(ids) == 0 {
+					return chunkResult{err: fmt.Errorf("prepare: %s: the row has no tokens", d.source)}
+				}
+				vocab := maxTok
+				if p.opts.Tokenizer != nil {
+					vocab = min(vocab, int64(p.opts.Tokenizer.VocabSize()-1))
+				}
+				for j, id := range ids {
+					if int64(id) > vocab {
+						return chunkResult{err: fmt.Errorf("prepare: %s: token id %d at position %d is beyond the tokenizer's vocabulary (ids must be in [0, %d])",
+							d.source, id, j, vocab)}
+					}
+				}
+				out[i], labels[i] = ids, lab
+				continue
+			}
+		}
+		if p.opts.Tokenizer == nil {
+			return chunkResult{err: fmt.Errorf("prepare: %s: text needs a tokenizer (--tokenizer); only {input_ids, labels} rows are prepared without one", d.source)}
+		}
+		eot := int32(p.opts.Tokenizer.EOT())
+		ids := p.opts.Tokenizer.Encode(text)
 		toks := make([]int32, len(ids)+1)
 		toks[0] = eot
 		for j, id := range ids {
@@ -467,7 +716,7 @@ func (p *pipeline) tokenize(ctx context.Context, docs []document) chunkResult {
 		}
 		out[i] = toks
 	}
-	return chunkResult{tokens: out}
+	return chunkResult{tokens: out, labels: labels, kinds: kinds}
 }
 
 // produce reads documents in order, assigns each to train or val, and hands
@@ -498,13 +747,14 @@ func (p *pipeline) produce(ctx context.Context, jobs, order chan<- *chunk) error
 		return nil
 	}
 	errStop := errors.New("max docs reached")
-	emit := func(source, text string, n int64) error {
+	emit := func(d document, n int64) error {
 		if p.opts.MaxDocs > 0 && next >= p.opts.MaxDocs {
 			return errStop
 		}
-		cur.docs = append(cur.docs, document{source: source, text: text, val: split.isVal(next)})
+		d.val = split.isVal(next)
+		cur.docs = append(cur.docs, d)
 		cur.bytes += n
-		curText += len(text)
+		curText += max(len(d.text), int(n))
 		next++
 		if len(cur.docs) >= chunkMaxDocs || curText >= chunkMaxBytes {
 			return send()
@@ -530,7 +780,7 @@ func (p *pipeline) produce(ctx context.Context, jobs, order chan<- *chunk) error
 	return send()
 }
 
-func (p *pipeline) readFile(f inputFile, emit func(source, text string, n int64) error) error {
+func (p *pipeline) readFile(f inputFile, emit func(d document, n int64) error) error {
 	// Opened without blocking: the file was a regular one when the inputs
 	// were listed, but a FIFO put in its place since must not hang the run.
 	fh, _, err := regularfile.Open("input", f.path)
@@ -543,14 +793,33 @@ func (p *pipeline) readFile(f inputFile, emit func(source, text string, n int64)
 		if err != nil {
 			return fmt.Errorf("prepare: read input %s: %w", f.path, err)
 		}
-		return emit(f.path, string(b), int64(len(b)))
+		return emit(document{source: f.path, text: string(b)}, int64(len(b)))
 	}
-	j := &jsonlReader{name: f.path, field: p.opts.TextField, skipBad: p.opts.SkipBadLines}
-	err = j.read(fh, func(line int, text string, n int64) error {
-		return emit(fmt.Sprintf("%s:%d", f.path, line), text, n)
+	rr := &recordReader{name: f.path, skipBad: p.opts.SkipBadLines}
+	sep := ":"
+	if f.kind == inputParquet {
+		sep = ":row "
+	}
+	fields := p.rows.fields
+	err = rr.read(fh, f.size, f.kind, func(pos int, rec record, n int64) error {
+		source := fmt.Sprintf("%s%s%d", f.path, sep, pos)
+		// A record of no known form is a bad line, which SkipBadLines
+		// counts and skips.
+		k, err := classify(rec, fields)
+		if err == nil && k == kindText {
+			_, err = stringField(rec, fields.Text)
+		}
+		if err != nil {
+			if !p.opts.SkipBadLines {
+				return fmt.Errorf("prepare: %s: %w", source, err)
+			}
+			rr.skipped++
+			return nil
+		}
+		return emit(document{source: source, rec: rec}, n)
 	})
 	// Written by the reader goroutine; read by Prepare after run's Wait.
-	p.skippedLines += j.skipped
+	p.skippedLines += rr.skipped
 	if err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}

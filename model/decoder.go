@@ -8,7 +8,11 @@ import (
 
 // Forward runs the model on inputs (B·T token ids, row-major (B,T)) and,
 // when targets (B·T ids) is not nil, the cross-entropy loss, returning the
-// mean over the B·T tokens (0 without targets). T may be anything
+// mean over the targets that are not ignored (0 without targets, or when
+// all are ignored). A negative target (PyTorch's ignore_index -100, a
+// masked prompt or padding) is ignored: it adds nothing to the loss and
+// its row gets no gradient in Backward; without ignored targets the mean
+// is over all B·T tokens, bit for bit as before. T may be anything
 // Config.CheckSeqLen accepts; a new (B,T) re-lays out the activations,
 // reallocating only when it needs more memory than is held.
 //
@@ -34,7 +38,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		return 0, fmt.Errorf("model: upload inputs: %w", err)
 	}
 	if targets != nil {
-		if err := backend.WriteI32(be, a.targets, targets); err != nil {
+		if err := backend.WriteI32(be, a.targets, m.deviceTargets(targets)); err != nil {
 			return 0, fmt.Errorf("model: upload targets: %w", err)
 		}
 	}
@@ -124,11 +128,73 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		return 0, fmt.Errorf("model: download losses: %w", err)
 	}
 	var sum float64
-	for _, x := range losses {
-		sum += float64(x)
+	count := N
+	if len(m.ignored) == 0 {
+		for _, x := range losses {
+			sum += float64(x)
+		}
+	} else {
+		for i, x := range losses {
+			if targets[i] >= 0 {
+				sum += float64(x)
+			}
+		}
+		count -= ignoredCount(m.ignored)
 	}
 	m.state = passLoss
-	return float32(sum / float64(N)), nil
+	if count == 0 {
+		return 0, nil
+	}
+	return float32(sum / float64(count)), nil
+}
+
+// deviceTargets records the runs of ignored (negative) targets and returns
+// what the device's cross-entropy sees: the targets, with each ignored one
+// replaced by class 0 (its loss is left out and its gradient row zeroed by
+// Backward), so the backend ops keep their contract of in-range targets.
+func (m *Model) deviceTargets(targets []int32) []int32 {
+	m.ignored = m.ignored[:0]
+	for i := 0; i < len(targets); i++ {
+		if targets[i] >= 0 {
+			continue
+		}
+		j := i
+		for j < len(targets) && targets[j] < 0 {
+			j++
+		}
+		m.ignored = append(m.ignored, [2]int32{int32(i), int32(j)})
+		i = j
+	}
+	if len(m.ignored) == 0 {
+		return targets
+	}
+	m.tgDev = append(m.tgDev[:0], targets...)
+	for _, r := range m.ignored {
+		clear(m.tgDev[r[0]:r[1]])
+	}
+	return m.tgDev
+}
+
+// ignoredCount is the number of rows the runs cover.
+func ignoredCount(runs [][2]int32) int {
+	n := 0
+	for _, r := range runs {
+		n += int(r[1] - r[0])
+	}
+	return n
+}
+
+// zeroIgnored zeroes the gradient rows (dlogits, (n,Vp) from row r0) of
+// the ignored targets among rows [r0, r0+n): one op per run, and chat
+// data's ignored targets come in a few runs per row (prompt, padding).
+func (m *Model) zeroIgnored(dlogits backend.Buffer, r0, n int) {
+	Vp := m.cfg.Vp
+	for _, r := range m.ignored {
+		lo, hi := max(int(r[0]), r0), min(int(r[1]), r0+n)
+		if lo < hi {
+			m.be.Zero(dlogits.Slice((lo-r0)*Vp, (hi-lo)*Vp))
+		}
+	}
 }
 
 // Backward adds to the store's gradient buffers the gradient of dlossScale·Σ(per-token losses) of
@@ -179,6 +245,7 @@ func (m *Model) Backward(dlossScale float32) error {
 			be.CrossEntropyForward(a.losses.Slice(r0, n), probs, chunk, tg, n, cfg.V, Vp)
 		}
 		be.CrossEntropyBackward(probs, probs, tg, dlossScale, n, cfg.V, Vp)
+		m.zeroIgnored(probs, r0, n)
 		be.MatmulBackward(a.dbtc.Slice(r0*C, n*C), dhead, backend.Buffer{}, probs, lnf, head, n, C, Vp)
 	}
 	lnfIn := m.blockOutput(cfg.L - 1)
@@ -371,9 +438,10 @@ func (m *Model) checkBatch(inputs, targets []int32, B, T int) error {
 	if len(inputs) != B*T || (targets != nil && len(targets) != B*T) {
 		return fmt.Errorf("model: batch %d×%d needs %d inputs and targets, got %d and %d", B, T, B*T, len(inputs), len(targets))
 	}
-	for _, s := range [2][]int32{inputs, targets} {
+	for k, s := range [2][]int32{inputs, targets} {
 		for i, id := range s {
-			if id < 0 || int(id) >= m.cfg.V {
+			// A negative target is an ignored one (see Forward).
+			if (id < 0 && k == 0) || int(id) >= m.cfg.V {
 				return fmt.Errorf("model: token id %d at position %d is outside the vocabulary [0, %d)", id, i, m.cfg.V)
 			}
 		}

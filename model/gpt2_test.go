@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -357,6 +358,70 @@ func TestParamStore(t *testing.T) {
 	}
 }
 
+// TestIgnoredTargets: negative targets add nothing. With causal attention
+// position t's loss depends on inputs 0..t only, so a batch whose last
+// targets are ignored has the loss (a mean over the others) and the
+// gradient of the same batch cut before them. A batch with every target
+// ignored has loss 0 and no gradient.
+func TestIgnoredTargets(t *testing.T) {
+	cfg := tinyConfig
+	const T, keep = 6, 4
+	params := testParams(cfg, 21)
+	rng := rand.New(rand.NewPCG(9, 9))
+	inp, tgt := randomTokens(rng, T, cfg.V), randomTokens(rng, T, cfg.V)
+	m := newModel(t, cfg, params, Options{})
+
+	masked := slices.Clone(tgt)
+	masked[keep], masked[keep+1] = -100, -1
+	loss, err := m.Forward(inp, masked, 1, T)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ZeroGrad()
+	if err := m.Backward(1); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := m.HostGrads()
+	losses, _ := m.Losses()
+	if losses[keep] != 0 || losses[keep+1] != 0 {
+		t.Errorf("ignored positions' losses %v, want 0", losses[keep:])
+	}
+
+	short, err := m.Forward(inp[:keep], tgt[:keep], 1, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ZeroGrad()
+	if err := m.Backward(1); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := m.HostGrads()
+	if !closeTo(float64(loss), float64(short), 1e-6, 1e-5) {
+		t.Errorf("loss with the last targets ignored %.7f, of the cut batch %.7f", loss, short)
+	}
+	for i := range want {
+		if !closeTo(float64(got[i]), float64(want[i]), 1e-6, 1e-4) {
+			t.Fatalf("grad %d: %g with ignored targets, %g for the cut batch", i, got[i], want[i])
+		}
+	}
+
+	// Every target ignored: loss 0, no gradient.
+	all := []int32{-100, -100, -100, -100, -100, -100}
+	if l, err := m.Forward(inp, all, 1, T); err != nil || l != 0 {
+		t.Fatalf("all ignored: loss %v, %v", l, err)
+	}
+	m.ZeroGrad()
+	if err := m.Backward(1); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := m.HostGrads()
+	for i, v := range g {
+		if v != 0 {
+			t.Fatalf("all ignored: grad %d = %g", i, v)
+		}
+	}
+}
+
 func TestForwardRejectsBadBatches(t *testing.T) {
 	cfg := tinyConfig
 	m := newModel(t, cfg, testParams(cfg, 16), Options{})
@@ -367,7 +432,7 @@ func TestForwardRejectsBadBatches(t *testing.T) {
 		{make([]int32, 9), nil, 1, 9},         // T > maxT
 		{make([]int32, 4), nil, 1, 5},         // length
 		{[]int32{0, 11}, nil, 1, 2},           // id = V
-		{[]int32{0, 1}, []int32{-1, 0}, 1, 2}, // negative target
+		{[]int32{-1, 1}, []int32{0, 0}, 1, 2}, // negative input (a negative target is an ignored one)
 		{[]int32{0, 1}, []int32{0}, 1, 2},     // targets length
 		{nil, nil, 0, 1},                      // B = 0
 	}

@@ -68,7 +68,11 @@ type Model struct {
 	arenas map[arenaKey]backend.Buffer
 	actB   int64   // bytes held by arenas
 	pads   []int32 // positions of the last Forward's inputs holding PadID
-	state  pass
+	// ignored are the [start, end) runs of the last Forward's negative
+	// (ignored) targets; tgDev is the targets as uploaded (ignored → 0).
+	ignored [][2]int32
+	tgDev   []int32
+	state   pass
 }
 
 // New makes a model whose parameters and gradients opts.Store supplies.
@@ -192,7 +196,8 @@ func (m *Model) LastLogits(b int) ([]float32, error) {
 	return backend.ReadF32(m.be, a.logits.Slice(row, m.cfg.V))
 }
 
-// Losses returns the (B,T) per-token losses of the last Forward with targets.
+// Losses returns the (B,T) per-token losses of the last Forward with
+// targets; an ignored target's loss is 0.
 func (m *Model) Losses() ([]float32, error) {
 	if m.state != passLoss && m.state != passBackward {
 		return nil, fmt.Errorf("model: losses need a Forward with targets first")
@@ -200,5 +205,12 @@ func (m *Model) Losses() ([]float32, error) {
 	if err := m.be.Sync(); err != nil {
 		return nil, err
 	}
-	return backend.ReadF32(m.be, m.acts.losses)
+	l, err := backend.ReadF32(m.be, m.acts.losses)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range m.ignored {
+		clear(l[r[0]:r[1]])
+	}
+	return l, nil
 }

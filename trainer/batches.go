@@ -7,6 +7,35 @@ type BatchSource interface {
 	Next(inputs, targets []int32) error
 }
 
+// MaskedSource is a BatchSource whose targets may be ignored: a negative
+// target (-100, PyTorch's ignore_index) is a masked prompt token or
+// padding. Masked reports whether the source can yield such targets; a
+// run over such a source takes the step's loss as the mean over every
+// unmasked target of all micro-batches on all ranks (see
+// run.forwardBackwardMasked). data.Loader over shards with loss-mask
+// companions is one.
+type MaskedSource interface {
+	BatchSource
+	Masked() bool
+}
+
+// isMasked reports whether b yields ignored targets.
+func isMasked(b any) bool {
+	m, ok := b.(MaskedSource)
+	return ok && m.Masked()
+}
+
+// countTargets is the number of targets that are not ignored.
+func countTargets(targets []int32) int64 {
+	var n int64
+	for _, t := range targets {
+		if t >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // zeroBatches is a BatchSource of token 0 everywhere: what an estimate on
 // an accounting backend feeds the model, which reads no values anyway.
 type zeroBatches struct{}

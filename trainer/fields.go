@@ -48,6 +48,7 @@ func RunFields(o Options, extra ...Field) ([]Field, error) {
 	add("max_steps", strconv.Itoa(o.MaxSteps), false)
 	add("seed", strconv.FormatUint(o.Seed, 10), false)
 	add("shuffle", strconv.FormatBool(o.Shuffle), false)
+	add("pack", strconv.FormatBool(o.Pack), true)
 	add("activation_checkpointing", fmt.Sprintf("%t (host %t)", o.Checkpoint, o.CheckpointHost), false)
 	d := "supplied by the caller"
 	if o.Batches == nil {

@@ -37,7 +37,7 @@ type run struct {
 	pdt     backend.DType // parameters and activations (precision)
 	eng     *zero.Engine
 	m       *model.Model
-	scalars backend.Buffer    // F32 (2): the loss and the stop flag, all-reduced together
+	scalars backend.Buffer    // F32 (4): the loss and the stop flag, all-reduced together (masked data adds its target count)
 	memBufs [2]backend.Buffer // every rank's memory accounting, gathered for the log
 
 	opt       optim.AdamWConfig
@@ -226,7 +226,7 @@ func (r *run) build() error {
 	if r.m, err = model.New(r.be, o.Model, mopts); err != nil {
 		return err
 	}
-	if r.scalars, err = r.be.Alloc(backend.Device, backend.Comm, backend.F32, 2); err != nil {
+	if r.scalars, err = r.be.Alloc(backend.Device, backend.Comm, backend.F32, 4); err != nil {
 		return err
 	}
 	n := binary.Size(backend.MemoryStats{}) / 4 // I32 words of one rank's accounting
@@ -259,7 +259,7 @@ func (r *run) openData() error {
 	B, T, V := o.Batch.MicroBatch, o.SeqLen, o.Model.V
 	r.batches = o.Batches
 	if r.batches == nil {
-		lo := data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: r.rank, WorldSize: r.world, Shuffle: o.Shuffle, Seed: o.Seed, Vocab: V}
+		lo := data.LoaderOptions{Shards: o.Data, B: B, T: T, Rank: r.rank, WorldSize: r.world, Shuffle: o.Shuffle, Seed: o.Seed, Vocab: V, Pack: o.Pack}
 		var err error
 		if r.loader, err = data.NewLoader(lo); err != nil {
 			return fmt.Errorf("--data: %w", err)
@@ -270,7 +270,7 @@ func (r *run) openData() error {
 		}
 	}
 	if len(o.ValData) > 0 {
-		vo := data.LoaderOptions{Shards: o.ValData, B: B, T: T, Rank: r.rank, WorldSize: r.world, Vocab: V}
+		vo := data.LoaderOptions{Shards: o.ValData, B: B, T: T, Rank: r.rank, WorldSize: r.world, Vocab: V, Pack: o.Pack}
 		var err error
 		if r.val, err = data.NewEvalLoader(vo, o.EvalBatches); err != nil {
 			return fmt.Errorf("--val-data: %w", err)

@@ -62,18 +62,37 @@ func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop boo
 		lossScale = r.scaler.Scale()
 	}
 	commBefore := commSeconds(r.c.Stats())
-	loss, fwd, bwd, err := r.forwardBackward(lossScale)
-	if err != nil {
-		return rec, false, err
-	}
-	if loss, stop, err = r.reduceLoss(ctx, loss); err != nil {
-		return rec, false, err
+	var loss float64
+	var fwd, bwd time.Duration
+	// gradScale is what the gradients carry beyond the mean's: fp16's loss
+	// scale, and for masked data the ratio of the step's unmasked targets
+	// to its B·T·gas·world positions (see forwardBackwardMasked).
+	gradScale := lossScale
+	if isMasked(r.batches) {
+		var sum float64
+		var count int64
+		if sum, count, fwd, bwd, err = r.forwardBackwardMasked(lossScale); err != nil {
+			return rec, false, err
+		}
+		if loss, count, stop, err = r.reduceMasked(ctx, sum, count); err != nil {
+			return rec, false, err
+		}
+		if count > 0 {
+			gradScale = lossScale * float64(count) / float64(r.stepPositions())
+		}
+	} else {
+		if loss, fwd, bwd, err = r.forwardBackward(lossScale); err != nil {
+			return rec, false, err
+		}
+		if loss, stop, err = r.reduceLoss(ctx, loss); err != nil {
+			return rec, false, err
+		}
 	}
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return rec, false, fmt.Errorf("loss is %v; lower the learning rate or enable gradient_clipping", loss)
 	}
 	tOpt := time.Now()
-	lr, norm, overflow, err := r.optimize(lossScale)
+	lr, norm, overflow, err := r.optimize(lossScale, gradScale)
 	if err != nil {
 		return rec, false, err
 	}
@@ -93,6 +112,13 @@ func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop boo
 	}
 	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.o.Model.FlopsPerToken(r.o.SeqLen), r.o.PeakFLOPS)
 	return rec, stop, nil
+}
+
+// stepPositions is B·T·gas·world, every target position of one optimizer
+// step on all ranks, masked or not.
+func (r *run) stepPositions() int64 {
+	b := r.o.Batch
+	return int64(b.MicroBatch) * int64(r.o.SeqLen) * int64(b.GradAccum) * int64(r.world)
 }
 
 // tokensPerStep is every rank's tokens of one optimizer step.
@@ -141,29 +167,102 @@ func (r *run) reduceLoss(ctx context.Context, loss float64) (float64, bool, erro
 	if r.world == 1 {
 		return loss, stop != 0, nil
 	}
-	if err := backend.WriteF32(r.be, r.scalars, []float32{float32(loss), float32(stop)}); err != nil {
+	buf := r.scalars.Slice(0, 2)
+	if err := backend.WriteF32(r.be, buf, []float32{float32(loss), float32(stop)}); err != nil {
 		return 0, false, err
 	}
 	err := r.eng.Collective(r.cctx, "loss and stop flag", func(ctx context.Context, c comm.Comm) error {
-		return c.AllReduce(ctx, r.scalars, comm.Avg)
+		return c.AllReduce(ctx, buf, comm.Avg)
 	})
 	if err != nil {
 		return 0, false, err
 	}
-	v, err := backend.ReadF32(r.be, r.scalars)
+	v, err := backend.ReadF32(r.be, buf)
 	if err != nil {
 		return 0, false, err
 	}
 	return float64(v[0]), v[1] > 0, nil
 }
 
+// forwardBackwardMasked runs the step's micro-batches of masked data and
+// returns this rank's sum of token losses over its unmasked targets and
+// their count. The step's loss is that sum over all micro-batches and
+// ranks divided by the global count (Hugging Face's Trainer since its
+// gradient-accumulation fix), not a mean of per-micro-batch means. The
+// count is known only after the last micro-batch on every rank, so each
+// backward runs with the plain stream's 1/(B·T·gas·world) and the engine's
+// step divides the reduced gradient by count/(B·T·gas·world) (≤ 1, so the
+// gradients are never larger than a plain step's, which keeps fp16's
+// overflow behaviour) together with the loss scale.
+func (r *run) forwardBackwardMasked(lossScale float64) (sum float64, count int64, fwd, bwd time.Duration, err error) {
+	B, T, gas := r.o.Batch.MicroBatch, r.o.SeqLen, r.o.Batch.GradAccum
+	dloss := float32(lossScale / float64(r.stepPositions()))
+	for range gas {
+		if err := r.batches.Next(r.in, r.tg); err != nil {
+			return 0, 0, fwd, bwd, fmt.Errorf("read batch: %w", err)
+		}
+		n := countTargets(r.tg)
+		t := time.Now()
+		l, err := r.m.Forward(r.in, r.tg, B, T)
+		if err != nil {
+			return 0, 0, fwd, bwd, fmt.Errorf("forward: %w", err)
+		}
+		fwd += time.Since(t)
+		t = time.Now()
+		if err := r.m.Backward(dloss); err != nil {
+			return 0, 0, fwd, bwd, fmt.Errorf("backward: %w", err)
+		}
+		bwd += time.Since(t)
+		sum += float64(l) * float64(n)
+		count += n
+	}
+	return sum, count, fwd, bwd, nil
+}
+
+// countSplit splits a target count into two float32-exact halves so that
+// their sums over ranks stay exact far beyond float32's 2^24.
+const countSplit = 1 << 16
+
+// reduceMasked sums the ranks' loss sums and target counts and learns the
+// stop flag, in the one all-reduce a plain step also makes. It returns the
+// global mean loss (0 when no target of the step is unmasked, whose
+// gradient is zero) and the global count.
+func (r *run) reduceMasked(ctx context.Context, sum float64, count int64) (float64, int64, bool, error) {
+	stop := 0.0
+	if ctx.Err() != nil {
+		stop = 1
+	}
+	if r.world > 1 {
+		v := []float32{float32(sum), float32(stop), float32(count / countSplit), float32(count % countSplit)}
+		if err := backend.WriteF32(r.be, r.scalars, v); err != nil {
+			return 0, 0, false, err
+		}
+		err := r.eng.Collective(r.cctx, "loss, target count and stop flag", func(ctx context.Context, c comm.Comm) error {
+			return c.AllReduce(ctx, r.scalars, comm.Sum)
+		})
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if v, err = backend.ReadF32(r.be, r.scalars); err != nil {
+			return 0, 0, false, err
+		}
+		sum, stop, count = float64(v[0]), float64(v[1]), int64(v[2])*countSplit+int64(v[3])
+	}
+	if count == 0 {
+		return 0, 0, stop != 0, nil
+	}
+	return sum / float64(count), count, stop != 0, nil
+}
+
 // optimize runs the engine's step with this step's scheduled
 // hyperparameters and advances the loss scaler and the scheduler. An fp16
 // overflow skips the update (reported, not an error); a NaN or Inf
 // gradient without fp16 stops the run, naming the tensors.
-func (r *run) optimize(lossScale float64) (lr, norm float64, overflow bool, err error) {
+// gradScale is the factor the gradients carry (lossScale, times the
+// masked-target ratio for masked data), which the engine divides out.
+func (r *run) optimize(lossScale, gradScale float64) (lr, norm float64, overflow bool, err error) {
 	hp := r.opt.Scheduled(r.sch)
-	norm, err = r.eng.Step(r.cctx, zero.StepInput{AdamW: hp.Params(r.updates + 1), ClipNorm: r.o.Config.GradientClipping, LossScale: lossScale})
+	norm, err = r.eng.Step(r.cctx, zero.StepInput{AdamW: hp.Params(r.updates + 1), ClipNorm: r.o.Config.GradientClipping, LossScale: gradScale})
 	overflow = errors.Is(err, zero.ErrNonFiniteGradients)
 	switch {
 	case overflow && r.scaler == nil:
@@ -290,7 +389,9 @@ func (r *run) finish() error {
 func (r *run) evaluate(n int) (float64, error) {
 	r.val.Reset()
 	B, T := r.o.Batch.MicroBatch, r.o.SeqLen
+	masked := isMasked(r.val)
 	var sum float64
+	var count int64
 	k := 0
 	for {
 		err := r.val.Next(r.in, r.tg)
@@ -304,13 +405,26 @@ func (r *run) evaluate(n int) (float64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("eval: %w", err)
 		}
-		sum += float64(loss)
+		if masked {
+			// Weighted by unmasked targets, like the training loss.
+			n := countTargets(r.tg)
+			sum += float64(loss) * float64(n)
+			count += n
+		} else {
+			sum += float64(loss)
+		}
 		k++
 	}
 	if k == 0 {
 		return 0, fmt.Errorf("eval: the val data holds no batch of ranks × B·T + 1 = %d tokens", r.world*B*T+1)
 	}
-	vl, _, err := r.reduceLoss(context.Background(), sum/float64(k))
+	var vl float64
+	var err error
+	if masked {
+		vl, _, _, err = r.reduceMasked(context.Background(), sum, count)
+	} else {
+		vl, _, err = r.reduceLoss(context.Background(), sum/float64(k))
+	}
 	if err != nil {
 		return 0, err
 	}

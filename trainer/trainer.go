@@ -41,6 +41,9 @@ type Options struct {
 	EvalEvery   int      // steps between evals; 0: only before the first step and after the last
 	EvalBatches int      // micro-batches per eval; 0: 20
 	Shuffle     bool     // permute shard and batch order every epoch (seeded by Seed); default llm.c's order
+	// Pack reads shards with loss-mask companions as one token stream
+	// (full T-token samples across rows) instead of one sample per row.
+	Pack bool
 	// Checkpoint recomputes each block in backward from its kept input
 	// (activation_checkpointing in the config, or --gradient-checkpointing);
 	// CheckpointHost keeps those inputs in host memory (cpu_checkpointing).

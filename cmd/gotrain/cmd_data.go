@@ -3,13 +3,18 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/data"
+	"github.com/gotrain/gotrain/launch"
+	"github.com/gotrain/gotrain/model"
 )
 
 // dataCommand is `gotrain data`: turning text into llm.c token shards.
@@ -27,7 +32,7 @@ func dataCommand() *cli.Command {
 func dataPrepareCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "prepare",
-		Usage:     "tokenize .txt and .jsonl documents into train/val token shards",
+		Usage:     "tokenize documents (.txt, .jsonl, .json, .json.gz, .jsonl.gz, .parquet) and instruction/chat rows into train/val token shards",
 		ArgsUsage: "[INPUT...]",
 		Description: "Reads documents from files, directories (walked recursively, hidden entries skipped) and globs:\n" +
 			"a .txt file (or any --ext extension) is one document, a .jsonl file is one document per line\n" +
@@ -36,6 +41,10 @@ func dataPrepareCommand() *cli.Command {
 			"Document 0 goes to train, document 1 to val, then one document in every 1/F goes to val.\n" +
 			"With a Hugging Face tokenizer, the separator is its BOS token (Llama 3), else <|endoftext|> (Qwen),\n" +
 			"else its EOS token, and special tokens written in a document stay text.\n" +
+			"Records of JSON and Parquet files are {text} documents, or rows: {prompt, completion} (loss on the\n" +
+			"completion), {messages} (rendered with the chat template, loss on assistant turns) or pre-tokenized\n" +
+			"{input_ids, labels} (labels -100: no loss). Rows are written whole with a loss-mask companion per\n" +
+			"shard (train_000000.mask, which 'train_*.bin' globs do not match) and train as one sample per row.\n" +
 			"Writes OUTPUT/train_000000.bin, ..., OUTPUT/val_000000.bin and OUTPUT/tokenizer.json (a copy of\n" +
 			"the Hugging Face tokenizer.json and tokenizer_config.json, when that is the tokenizer).\n\n" +
 			"Example:\n" +
@@ -56,7 +65,7 @@ func dataPrepareCommand() *cli.Command {
 				Value: "gpt2",
 				Usage: "tokenizer: gpt2 (GPT-2 BPE, 50257 ids, EOT 50256, built in, nothing downloaded), byte (UTF-8 bytes, 257 ids, EOT 256), " +
 					"a Hugging Face tokenizer.json, or a directory holding one (a model snapshot: Qwen2/Qwen3, Llama 3, GPT-2 byte-level BPE), " +
-					"whose files are copied beside the shards",
+					"whose files are copied beside the shards; none for pre-tokenized {input_ids, labels} rows (the shard width then follows the largest id)",
 			},
 			&cli.StringFlag{
 				Name:     "output",
@@ -79,6 +88,12 @@ func dataPrepareCommand() *cli.Command {
 				Value: data.DefaultTextField,
 				Usage: "JSON field that holds the document text in .jsonl inputs",
 			},
+			&cli.StringFlag{Name: "prompt-field", Value: data.DefaultPromptField, Usage: "JSON/Parquet field of a {prompt, completion} row's prompt (no loss on it)"},
+			&cli.StringFlag{Name: "completion-field", Value: data.DefaultCompletionField, Usage: "field of a {prompt, completion} row's completion (the loss is on it and the EOS after it)"},
+			&cli.StringFlag{Name: "messages-field", Value: data.DefaultMessagesField, Usage: "field of a conversation: a list of {role, content}; loss on the assistant turns"},
+			&cli.StringFlag{Name: "chat-format", Usage: "render conversations with a built-in formatter: chatml, qwen3 or llama3 (default: the tokenizer's chat_template when it is Qwen3's or Llama 3's; any other is refused)"},
+			&cli.IntFlag{Name: "max-row-tokens", Usage: "longest row in tokens (0: no limit); see --overlong"},
+			&cli.StringFlag{Name: "overlong", Value: "truncate", Usage: "a row longer than --max-row-tokens: truncate (keep its first tokens) or drop"},
 			&cli.Int64Flag{
 				Name:  "max-docs",
 				Usage: "stop after this many documents (0: all)",
@@ -117,9 +132,12 @@ func dataPrepareAction(c *cli.Context) error {
 	if len(inputs) == 0 {
 		return fmt.Errorf("data prepare: no inputs: pass --input PATH (a file, directory or glob) or paths as arguments")
 	}
-	tok, err := data.NewTokenizer(c.String("tokenizer"))
-	if err != nil {
-		return fmt.Errorf("data prepare: %w", err)
+	var tok data.Tokenizer
+	if spec := c.String("tokenizer"); spec != "none" {
+		var err error
+		if tok, err = data.NewTokenizer(spec); err != nil {
+			return fmt.Errorf("data prepare: %w", err)
+		}
 	}
 	opts := data.PrepareOptions{
 		Inputs:         inputs,
@@ -129,10 +147,13 @@ func dataPrepareAction(c *cli.Context) error {
 		ValFraction:    c.Float64("val-fraction"),
 		ShardTokens:    c.Int64("shard-tokens"),
 		TextField:      c.String("text-field"),
-		MaxDocs:        c.Int64("max-docs"),
-		SkipBadLines:   c.Bool("skip-bad-lines"),
-		Force:          c.Bool("force"),
-		Workers:        c.Int("workers"),
+		PromptField:    c.String("prompt-field"), CompletionField: c.String("completion-field"),
+		MessagesField: c.String("messages-field"), ChatFormat: c.String("chat-format"),
+		MaxRowTokens: c.Int("max-row-tokens"), Overlong: c.String("overlong"),
+		MaxDocs:      c.Int64("max-docs"),
+		SkipBadLines: c.Bool("skip-bad-lines"),
+		Force:        c.Bool("force"),
+		Workers:      c.Int("workers"),
 	}
 	if opts.ShardTokens < 1 {
 		return fmt.Errorf("data prepare: --shard-tokens must be ≥ 1, got %d", opts.ShardTokens)
@@ -185,6 +206,30 @@ func dataPrintSummary(w io.Writer, dir string, s data.PrepareSummary) error {
 	}
 	fmt.Fprintf(&b, "  read %.1f MB from %s in %.2fs: %s tokens/s, %.2f MB/s\n",
 		float64(s.InputBytes)/1e6, dataPlural(s.InputFiles, "file"), secs, dataCount(int64(s.TokensPerSecond())), mbps)
+	if r := s.Rows; r.Rows+r.Dropped > 0 {
+		var kinds []string
+		for k, n := range r.Kinds {
+			kinds = append(kinds, fmt.Sprintf("%s %s", dataCount(n), k))
+		}
+		sort.Strings(kinds)
+		fmt.Fprintf(&b, "  rows: %s; %s labelled tokens; %s truncated, %s dropped (--max-row-tokens)\n",
+			strings.Join(kinds, ", "), dataCount(r.Labels), dataCount(r.Truncated), dataCount(r.Dropped))
+		fmt.Fprintf(&b, "  row lengths in tokens (longest %s):\n", dataCount(r.Longest))
+		var most int64
+		for _, n := range r.Lengths {
+			most = max(most, n)
+		}
+		for i, n := range r.Lengths {
+			if n == 0 {
+				continue
+			}
+			lo, hi := int64(1)<<max(i-1, 0)+1, int64(1)<<i
+			if i == 0 {
+				lo = 1
+			}
+			fmt.Fprintf(&b, "    %7s-%-7s %8s %s\n", dataCount(lo), dataCount(hi), dataCount(n), strings.Repeat("#", int(1+39*n/most)))
+		}
+	}
 	if s.SkippedLines > 0 {
 		fmt.Fprintf(&b, "  skipped %s\n", dataPlural(int(s.SkippedLines), "bad .jsonl line"))
 	}
@@ -217,4 +262,26 @@ func dataPlural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return dataCount(int64(n)) + " " + noun + "s"
+}
+
+// epochSteps is the optimizer steps of --num-train-epochs E over --data:
+// ceil(E × max(1, ⌊B_epoch / gas⌋)) for B_epoch micro-batches per epoch on
+// each rank, as Hugging Face's Trainer counts them (a last partial
+// accumulation is not a step).
+func epochSteps(c *cli.Context, rk launch.Rank, batch config.Batch, mcfg model.Config) (int, error) {
+	e := c.Float64("num-train-epochs")
+	if !(e > 0) || math.IsInf(e, 0) {
+		return 0, fmt.Errorf("--num-train-epochs %v must be positive", e)
+	}
+	if c.IsSet("max-steps") {
+		return 0, fmt.Errorf("--num-train-epochs and --max-steps both set; pass one")
+	}
+	l, err := data.NewLoader(data.LoaderOptions{Shards: c.StringSlice("data"), B: batch.MicroBatch, T: c.Int("seq-len"),
+		Rank: rk.Rank, WorldSize: rk.WorldSize, Vocab: mcfg.V, Pack: c.Bool("pack")})
+	if err != nil {
+		return 0, fmt.Errorf("--num-train-epochs: %w", err)
+	}
+	defer l.Close()
+	perEpoch := max(1, l.BatchesPerEpoch()/int64(batch.GradAccum))
+	return int(math.Ceil(e * float64(perEpoch))), nil
 }

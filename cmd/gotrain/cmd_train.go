@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,8 @@ func trainCommand() *cli.Command {
 			&cli.IntFlag{Name: "eval-every", Value: 0, Usage: "evaluate on --val-data every `N` steps (0: only before and after training)"},
 			&cli.IntFlag{Name: "eval-batches", Value: 20, Usage: "micro-batches per evaluation"},
 			&cli.BoolFlag{Name: "gradient-checkpointing", Aliases: []string{"gradient_checkpointing"}, Usage: "recompute each block in backward instead of keeping its activations (also on when the config has an activation_checkpointing block)"},
+			&cli.BoolFlag{Name: "pack", Usage: "read rows with loss masks (instruction and chat data) as one token stream of full T-token samples (attention crosses row boundaries) instead of one padded sample per row"},
+			&cli.Float64Flag{Name: "num-train-epochs", Aliases: []string{"num_train_epochs"}, Usage: "train for this many passes over --data instead of --max-steps (steps = ceil(E × ⌊micro-batches per epoch / gradient accumulation⌋), as Hugging Face's Trainer; fills total_num_steps: \"auto\")"},
 			&cli.BoolFlag{Name: "shuffle", Usage: "visit shards and batches in a seeded random order each epoch (default: llm.c's sequential order)"},
 			&cli.StringFlag{Name: "device", Value: "auto", Usage: "cpu, cuda or auto (cuda when a GPU and its libraries are present)"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads for the CPU backend and BLAS (0: all cores)"},
@@ -203,6 +206,23 @@ func trainConfig(c *cli.Context, rk launch.Rank, mcfg model.Config) (*config.Con
 		return nil, config.Batch{}, err
 	}
 	batch, err := cfg.Resolve(rk.WorldSize)
+	if err != nil || !c.IsSet("num-train-epochs") {
+		return cfg, batch, err
+	}
+	// Epochs fix the step count from the data, which needs the resolved
+	// batch; "auto" total_num_steps is then filled with it.
+	steps, err := epochSteps(c, rk, batch, mcfg)
+	if err != nil {
+		return nil, config.Batch{}, err
+	}
+	if err := c.Set("max-steps", strconv.Itoa(steps)); err != nil {
+		return nil, config.Batch{}, err
+	}
+	ov.TotalSteps = config.Some(steps)
+	if cfg, err = loadTrainConfig(c.String("config"), config.Options{Strict: !c.Bool("allow-unknown-keys"), Overrides: ov}); err != nil {
+		return nil, config.Batch{}, err
+	}
+	batch, err = cfg.Resolve(rk.WorldSize)
 	return cfg, batch, err
 }
 
@@ -213,7 +233,7 @@ func trainOptions(c *cli.Context, cfg *config.Config, batch config.Batch, mcfg m
 		InitFrom: c.String("init-from"), Seed: c.Uint64("seed"),
 		Data: c.StringSlice("data"), ValData: c.StringSlice("val-data"),
 		SeqLen: c.Int("seq-len"), MaxSteps: c.Int("max-steps"),
-		EvalEvery: c.Int("eval-every"), EvalBatches: c.Int("eval-batches"), Shuffle: c.Bool("shuffle"),
+		EvalEvery: c.Int("eval-every"), EvalBatches: c.Int("eval-batches"), Shuffle: c.Bool("shuffle"), Pack: c.Bool("pack"),
 		Checkpoint:     c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present,
 		CheckpointHost: cfg.ActivationCheckpointing.CPUCheckpointing,
 		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out,
