@@ -163,7 +163,6 @@ func TestBF16FlagFillsAutoPrecision(t *testing.T) {
 	}
 }
 
-
 // TestSeedCommandShapesTrainOnTwoRanks runs seed 000's shape, DeepSpeed's
 // launcher with --num_gpus, --deepspeed --deepspeed_config and the
 // --local_rank every rank gets from it, on 2 CPU ranks, and seed 002's HF
