@@ -641,8 +641,9 @@ func (d *decoder) requiredSchedulerParams(typ string, specs []paramSpec, pn *nod
 					fmt.Sprintf("add \"total_num_steps\": %d (or \"auto\") to keep the file usable with DeepSpeed", steps))
 				continue
 			}
-			d.errNode(tn, path, fmt.Sprintf("%s requires total_num_steps (DeepSpeed fails without it)", typ),
-				"add \"total_num_steps\": <training steps>, or \"total_num_steps\": \"auto\" and give the run length (--max-steps N)")
+			d.put(path, int64(DefaultMaxSteps), Source{Kind: FromRunTime, Note: runLength()}, nil, s.hf)
+			d.warnNode(tn, path, fmt.Sprintf("%s requires total_num_steps, which the file does not set; the run's length, %s, fills it (DeepSpeed itself would fail)", typ, runLength()),
+				"add \"total_num_steps\": <training steps> (or \"auto\") to keep the file usable with DeepSpeed")
 			continue
 		}
 		d.errNode(tn, path, fmt.Sprintf("%s requires %s", typ, s.name()), fmt.Sprintf("add \"%s\": <value> to scheduler.params", s.name()))

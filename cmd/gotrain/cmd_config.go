@@ -35,9 +35,10 @@ func cfgAllowUnknownFlag() cli.Flag {
 
 func cfgStepsFlag() cli.Flag {
 	return &cli.IntFlag{
-		Name:    "max-steps",
-		Aliases: []string{"steps"},
-		Usage:   "optimizer steps of the run, as given to train: fills scheduler total_num_steps when it is \"auto\" or missing",
+		Name:        "max-steps",
+		Aliases:     []string{"steps"},
+		Usage:       "optimizer steps of the run, as given to train: fills scheduler total_num_steps when it is \"auto\" or missing",
+		DefaultText: fmt.Sprintf("left to the run (train's default, %d, is assumed for the checks)", config.DefaultMaxSteps),
 	}
 }
 
@@ -199,9 +200,11 @@ func cfgExplainCommand() *cli.Command {
 		ArgsUsage: "FILE",
 		Description: "Prints every key gotrain knows, grouped by block, with its resolved value, marking values that come\n" +
 			"from DeepSpeed's defaults, from \"auto\", from deprecated keys or from inference, and keys gotrain ignores\n" +
-			"or does not support. Then the batch sizes for --nproc ranks and, with --seq-len, the tokens per step.",
+			"or does not support. Then the batch sizes for --nproc ranks and, with --seq-len, the tokens per step.\n" +
+			"Values only the run knows (\"auto\" total_num_steps without --max-steps, the batch sizes without --nproc,\n" +
+			"bucket sizes that follow the model's width) read \"auto → filled at run time from ...\"; they are not errors.",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "nproc", Usage: "data-parallel world size (number of ranks); required"},
+			&cli.IntFlag{Name: "nproc", DefaultText: "the run's", Usage: "data-parallel world size (number of ranks); without it the batch sizes that depend on it read \"filled at run time\""},
 			&cli.IntFlag{Name: "seq-len", Usage: "sequence length T, to print tokens per optimizer step"},
 			cfgAllowUnknownFlag(),
 			cfgStepsFlag(),
@@ -211,11 +214,8 @@ func cfgExplainCommand() *cli.Command {
 			if a == nil || err != nil {
 				return err
 			}
-			if !a.isSet("nproc") {
-				return errors.New("config explain: --nproc N is required (the data-parallel world size)")
-			}
 			ws := a.int("nproc")
-			if ws < 1 {
+			if a.isSet("nproc") && ws < 1 {
 				return fmt.Errorf("config explain: --nproc must be at least 1, got %d", ws)
 			}
 			seqLen := a.int("seq-len")

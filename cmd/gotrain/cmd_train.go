@@ -43,7 +43,7 @@ func trainCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them)", Required: true},
 			&cli.StringSliceFlag{Name: "val-data", Usage: "validation token shards: `PATH`s or globs"},
 			&cli.IntFlag{Name: "seq-len", Value: 256, Usage: "sequence length `T` (at most the model's n_positions)"},
-			&cli.IntFlag{Name: "max-steps", Value: 100, Usage: "optimizer steps to run (fills scheduler total_num_steps: \"auto\")"},
+			&cli.IntFlag{Name: "max-steps", Value: config.DefaultMaxSteps, Usage: "optimizer steps to run (fills scheduler total_num_steps: \"auto\")"},
 			&cli.StringFlag{Name: "output-dir", Value: "out", Usage: "`DIR` for metrics.jsonl and model.safetensors"},
 			&cli.StringFlag{Name: "init-from", Usage: "start from weights: Hugging Face GPT-2 model.safetensors or an llm.c .bin `FILE`"},
 			&cli.Uint64Flag{Name: "seed", Value: 1337, Usage: "random seed for the initial weights"},

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/gotrain/gotrain/config"
 )
 
@@ -203,5 +205,56 @@ func TestSeedCommandShapesTrainOnTwoRanks(t *testing.T) {
 	// Flags after the FILE argument, as argparse users write them.
 	if _, stderr, err := run(t, "config", "validate", cfg, "--nproc", "2", "--max-steps", strconv.Itoa(3)); err != nil {
 		t.Errorf("config validate FILE --nproc 2: %v\n%s", err, stderr)
+	}
+}
+
+// TestExplainShippedZeRO3WithAutos: `config explain configs/ds_zero3.json`
+// with neither --nproc nor --max-steps explains, showing what only the run
+// knows as filled at run time; with them, the numbers.
+func TestExplainShippedZeRO3WithAutos(t *testing.T) {
+	out, stderr, err := run(t, "config", "explain", "../../configs/ds_zero3.json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		"params.total_num_steps ................... auto → filled at run time from --max-steps (default 100)",
+		"reduce_bucket_size ....................... auto → filled at run time from the model's width",
+		"world_size ............................... auto → filled at run time from the number of ranks",
+		"train_batch_size ......................... inferred at run time",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = run(t, "config", "explain", "../../configs/ds_zero3.json", "--nproc", "2", "--max-steps", "70")
+	if err != nil || !strings.Contains(out, "params.total_num_steps ................... 70  (auto: total steps=70)") ||
+		!strings.Contains(out, "train_batch_size ......................... 8") {
+		t.Errorf("explain --nproc 2 --max-steps 70: %v\n%s", err, out)
+	}
+	if _, stderr, err := run(t, "config", "validate", "../../configs/ds_zero3.json"); err != nil {
+		t.Errorf("validate without --max-steps: %v\n%s", err, stderr)
+	}
+}
+
+// TestOneDefaultRunLength: every command with a run length defaults to the
+// same one, the one validate and explain assume.
+func TestOneDefaultRunLength(t *testing.T) {
+	app := newApp(new(strings.Builder), new(strings.Builder))
+	found := 0
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			if f, ok := lookupFlag(c, "max-steps").(*cli.IntFlag); ok {
+				found++
+				if f.Value != config.DefaultMaxSteps && !(f.Value == 0 && strings.Contains(f.DefaultText, strconv.Itoa(config.DefaultMaxSteps))) {
+					t.Errorf("%s %s --max-steps defaults to %d (%q), not %d", path, c.Name, f.Value, f.DefaultText, config.DefaultMaxSteps)
+				}
+			}
+			walk(path+" "+c.Name, c.Subcommands)
+		}
+	}
+	walk("gotrain", app.Commands)
+	if found < 4 { // train, estimate, config validate, config explain
+		t.Errorf("only %d commands have --max-steps", found)
 	}
 }
