@@ -29,7 +29,7 @@ func configCommand() *cli.Command {
 func cfgAllowUnknownFlag() cli.Flag {
 	return &cli.BoolFlag{
 		Name:  "allow-unknown-keys",
-		Usage: "report unknown keys as warnings and ignore them, instead of failing (DeepSpeed ignores most of them silently)",
+		Usage: "report likely typos and unknown keys in the sections DeepSpeed checks strictly as warnings (naming the key meant and the value it keeps) instead of failing",
 	}
 }
 
