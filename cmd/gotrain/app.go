@@ -65,7 +65,7 @@ func commands() []*cli.Command {
 		checkpointCommand(),
 		dataCommand(),
 		tokenizeCommand(),
-		launchCommand(),
+		withFlags(launchCommand(), launchCompatFlags()...),
 		slurmCommand(),
 		doctorCommand(),
 		benchCommand(),

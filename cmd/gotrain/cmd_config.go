@@ -22,7 +22,7 @@ func configCommand() *cli.Command {
 			"trailing commas, as DeepSpeed's hjson reader accepts). These commands check a file the way DeepSpeed\n" +
 			"would, but report every problem at once with its key path and a fix, print every resolved value,\n" +
 			"or write a new config.",
-		Subcommands: []*cli.Command{cfgValidateCommand(), cfgExplainCommand(), cfgGenerateCommand(), cfgKeysCommand()},
+		Subcommands: []*cli.Command{cfgValidateCommand(), cfgExplainCommand(), cfgGenerateCommand(), cfgImportCommand(), cfgKeysCommand()},
 	}
 }
 
@@ -133,7 +133,7 @@ func cfgLoad(a *cfgArgs, worldSize int) (string, *config.Config, error) {
 	if a.isSet("max-steps") {
 		opts.Overrides.TotalSteps = config.Some(a.int("max-steps"))
 	}
-	cfg, err := config.Load(file, opts)
+	cfg, err := cfgLoadAny(c, file, opts)
 	if cfg != nil {
 		cfgPrintWarnings(c.App.ErrWriter, cfg.Warnings)
 	}
@@ -149,6 +149,22 @@ func cfgLoad(a *cfgArgs, worldSize int) (string, *config.Config, error) {
 		return file, nil, err
 	}
 	return file, cfg, nil
+}
+
+// cfgLoadAny loads a DeepSpeed config, or converts an Accelerate or FSDP
+// config first, saying what the file is and what was left out.
+func cfgLoadAny(c *cli.Context, file string, opts config.Options) (*config.Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil || !config.IsForeign(data) {
+		return config.Load(file, opts)
+	}
+	im, err := config.ImportFile(file)
+	if err != nil {
+		return nil, err
+	}
+	cfgImportReport(c.App.ErrWriter, im)
+	fmt.Fprintf(c.App.ErrWriter, "checking the DeepSpeed config it converts to (gotrain config import %s --output ds.json writes it)\n", file)
+	return config.Parse(file+" (converted)", im.DeepSpeed, opts)
 }
 
 func cfgPrintWarnings(w io.Writer, warns []config.Warning) {

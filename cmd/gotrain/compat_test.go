@@ -258,3 +258,61 @@ func TestOneDefaultRunLength(t *testing.T) {
 		t.Errorf("only %d commands have --max-steps", found)
 	}
 }
+
+// TestLaunchAccelerateConfigFile: `gotrain launch --config_file accelerate.yaml
+// train ...` takes the world size from num_processes and trains with the
+// DeepSpeed config the file maps to (here FSDP SHARD_GRAD_OP: ZeRO-2).
+func TestLaunchAccelerateConfigFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	dir, modelCfg, shard := distFixture(t)
+	yaml := filepath.Join(dir, "accelerate.yaml")
+	os.WriteFile(yaml, []byte("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\nmixed_precision: 'no'\nnum_machines: 1\nnum_processes: 2\n"), 0o644)
+	out := filepath.Join(dir, "run")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"launch", "--config_file", yaml, "--master_port", "0", "train", "--model", modelCfg, "--data", shard,
+		"--seq-len", "16", "--max-steps", "2", "--micro-batch-size", "2", "--output-dir", out, "--peak-flops", "1e9", "--threads", "1", "--metrics-addr", "off"}
+	b, err := gotrainCmd(ctx, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gotrain %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	for _, want := range []string{"2 rank(s), ZeRO stage 2, precision fp32", "is an Accelerate config (distributed_type FSDP)", "ignored: fsdp_config.fsdp_auto_wrap_policy"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("output lacks %q:\n%s", want, b)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "accelerate.deepspeed.json")); err != nil {
+		t.Errorf("converted config not written: %v", err)
+	}
+	if n := len(readLosses(t, filepath.Join(out, "metrics.jsonl"))); n != 2 {
+		t.Errorf("%d steps logged", n)
+	}
+}
+
+func TestConfigImportAndValidateYAML(t *testing.T) {
+	dir := t.TempDir()
+	outFile := filepath.Join(dir, "ds.json")
+	_, stderr, err := run(t, "config", "import", "../../config/testdata/import/003_accelerate_config_4gpu.yaml", "--output", outFile)
+	if err != nil || !strings.Contains(stderr, "ignored: compute_environment") || !strings.Contains(stderr, "gotrain launch --nproc 4") {
+		t.Fatalf("import: %v\n%s", err, stderr)
+	}
+	c, err := config.Load(outFile, config.Options{Strict: true, Overrides: config.Overrides{WorldSize: 4, MicroBatch: config.Some(1), GradAccum: config.Some(2)}})
+	if err != nil || !c.BF16.Enabled || c.ZeRO.Stage != 2 {
+		t.Fatalf("imported config: %v", err)
+	}
+	out, stderr, err := run(t, "config", "validate", "../../config/testdata/import/002_fsdp_config.json", "--nproc", "4")
+	if err != nil || !strings.Contains(stderr, "is a PyTorch FSDP config (JSON)") || !strings.Contains(out, "OK") {
+		t.Errorf("validate FSDP JSON: %v\n%s%s", err, out, stderr)
+	}
+	if _, _, err := run(t, "config", "import", "../../config/testdata/import/fsdp_hybrid.yaml"); err == nil || !strings.Contains(err.Error(), "HYBRID_SHARD") {
+		t.Errorf("HYBRID_SHARD: %v", err)
+	}
+	if _, _, err := run(t, "launch", "--launcher", "openmpi", "train"); err == nil || !strings.Contains(err.Error(), "mpirun -np") {
+		t.Errorf("--launcher openmpi: %v", err)
+	}
+	if _, _, err := run(t, "launch", "--launcher", "pdsh", "train"); err == nil || !strings.Contains(err.Error(), "--launcher ssh") {
+		t.Errorf("--launcher pdsh: %v", err)
+	}
+}
