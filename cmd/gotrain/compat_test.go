@@ -316,3 +316,29 @@ func TestConfigImportAndValidateYAML(t *testing.T) {
 		t.Errorf("--launcher pdsh: %v", err)
 	}
 }
+
+// TestCheckpointCommandsTakeTheRunDir: checkpoint inspect and export accept a
+// run's --output-dir as well as its checkpoints/, with the same result.
+func TestCheckpointCommandsTakeTheRunDir(t *testing.T) {
+	fx := newCkFixture(t)
+	out := filepath.Join(fx.dir, "run")
+	fx.mustTrain(t, out, 2)
+	var tables []string
+	for _, dir := range []string{out, filepath.Join(out, "checkpoints")} {
+		stdout, stderr, err := run(t, "checkpoint", "inspect", dir)
+		if err != nil || !strings.Contains(stdout, "global_step2") {
+			t.Fatalf("inspect %s: %v\n%s%s", dir, err, stdout, stderr)
+		}
+		tables = append(tables, stdout)
+		exp := filepath.Join(fx.dir, "export-"+filepath.Base(dir))
+		if _, stderr, err := run(t, "checkpoint", "export", dir, "--out", exp); err != nil {
+			t.Fatalf("export %s: %v\n%s", dir, err, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(exp, "model.safetensors")); err != nil {
+			t.Errorf("export %s: %v", dir, err)
+		}
+	}
+	if tables[0] != tables[1] {
+		t.Errorf("run dir and checkpoints dir inspect differently:\n%s\n%s", tables[0], tables[1])
+	}
+}
