@@ -30,6 +30,13 @@ type Overrides struct {
 	WorldSize   int             // data-parallel ranks; 0: unknown (Resolve then takes it as an argument)
 }
 
+// DefaultMaxSteps is the run length of every command that is not given one: train's and estimate's --max-steps
+// default, and what validate and explain check an "auto" (or missing) total_num_steps with.
+const DefaultMaxSteps = 100
+
+// runLength names where a run takes total_num_steps from, for FromRunTime.
+func runLength() string { return fmt.Sprintf("--max-steps (default %d)", DefaultMaxSteps) }
+
 // Hugging Face TrainingArguments defaults, used for "auto" keys whose flag is not given.
 const (
 	hfDefaultMicroBatch  = 8
@@ -72,7 +79,8 @@ func (d *decoder) resolveAutos() {
 				e.v, e.src = v, Source{Kind: FromAutoOverride, Note: fmt.Sprintf("%s, hidden=%d", formula, ov.Hidden)}
 				return
 			}
-			e.v, e.src = a.spec.def, Source{Kind: FromAutoDropped, Note: "model width unknown"}
+			// Known once the model is: train and estimate pass its width.
+			e.v, e.src = a.spec.def, Source{Kind: FromRunTime, Note: "the model's width (--model): " + formula}
 		}
 		h := int64(ov.Hidden)
 		switch a.spec.hf {
@@ -105,9 +113,7 @@ func (d *decoder) resolveAutos() {
 			if v, ok := ov.TotalSteps.Get(); ok {
 				fromFlag(int64(v), fmt.Sprintf("total steps=%d", v))
 			} else {
-				d.errNode(a.n, a.path, "\"auto\" total_num_steps needs the run length, which was not given",
-					"give the number of training steps (--max-steps N), or write the number in the file")
-				e.v, e.src = nil, Source{Kind: FromDefault}
+				e.v, e.src = int64(DefaultMaxSteps), Source{Kind: FromRunTime, Note: runLength()}
 			}
 		case hfFP16, hfBF16:
 			want := "fp16"

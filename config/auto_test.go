@@ -93,18 +93,26 @@ func TestAutoFromHuggingFaceDefaults(t *testing.T) {
 	if src, _ := c.Source("optimizer.params.lr"); src.Kind != FromAutoHFDefault {
 		t.Errorf("lr source = %v", src)
 	}
-	if src, _ := c.Source("zero_optimization.reduce_bucket_size"); src.Kind != FromAutoDropped {
+	if src, _ := c.Source("zero_optimization.reduce_bucket_size"); src.Kind != FromRunTime || !strings.Contains(src.String(), "--model") {
 		t.Errorf("reduce_bucket_size source = %v", src)
 	}
 }
 
-func TestAutoTotalStepsNeedsRunLength(t *testing.T) {
-	_, es := parseCfg(t, autoConfig, Options{Strict: true})
-	e := errAt(es, "scheduler.params.total_num_steps")
-	if e == nil {
-		t.Fatalf("no error for total_num_steps auto without the run length: %v", es)
+// TestAutoTotalStepsFilledAtRunTime: without the run length (validate and explain without --max-steps),
+// "auto" total_num_steps is no error: it is the run's, checked with the default run length every command
+// shares, and says where the run takes it from.
+func TestAutoTotalStepsFilledAtRunTime(t *testing.T) {
+	c, es := parseCfg(t, autoConfig, Options{Strict: true})
+	if e := errAt(es, "scheduler.params.total_num_steps"); e != nil {
+		t.Fatalf("error for total_num_steps auto without the run length: %v", e)
 	}
-	containsAll(t, "fix", e.Fix, "--max-steps")
+	src, _ := c.Source("scheduler.params.total_num_steps")
+	if src.Kind != FromRunTime || src.String() != "auto → filled at run time from --max-steps (default 100)" {
+		t.Errorf("source %q", src)
+	}
+	if c.Scheduler.Params.TotalNumSteps != DefaultMaxSteps {
+		t.Errorf("checked with %d steps, want the default run length %d", c.Scheduler.Params.TotalNumSteps, DefaultMaxSteps)
+	}
 }
 
 func TestAutoMismatch(t *testing.T) {

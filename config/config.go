@@ -322,6 +322,10 @@ const (
 	FromInferred                        // computed by DeepSpeed's rules (batch inference, overlap_comm by stage)
 	FromRun                             // a required key missing from the file, taken from the run (total steps)
 	FromGotrain                         // gotrain's choice where DeepSpeed has none (no optimizer block)
+	// FromRunTime is "auto" (or a required key left out) whose value only the run knows: the run length, the
+	// model width. Validate and explain, which have no run, check it with the value the run would take by
+	// default (DefaultMaxSteps, DeepSpeed's default bucket sizes); Note names where the run takes it from.
+	FromRunTime
 )
 
 // Source is the origin of one resolved value, with a short human note ("learning_rate=5e-05", "cpu_offload").
@@ -351,6 +355,8 @@ func (s Source) String() string {
 		return "inferred: " + s.Note
 	case FromRun:
 		return "from the run: " + s.Note
+	case FromRunTime:
+		return "auto → filled at run time from " + s.Note
 	default:
 		return "gotrain default: " + s.Note
 	}

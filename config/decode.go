@@ -150,43 +150,103 @@ func (d *decoder) checkUnknown(path string, n *node, names []string, context str
 	}
 	for i, k := range n.keys {
 		if !known[k] {
-			d.unknownKey(path, k, n.kpos[i], names, context)
+			d.unknownKey(path, k, n.kpos[i], names, context, n)
 		}
 	}
 }
 
-// unknownKey reports one unknown key: an error in strict mode, a warning otherwise, with the closest known key.
-func (d *decoder) unknownKey(parent, key string, at pos, candidates []string, context string) {
+// unknownKey reports one unknown key under the policy in doc.go: a likely typo (a known key within a small edit
+// distance) or a key that belongs in another block is an error, and so is any unknown key in a section DeepSpeed
+// itself validates strictly; any other unknown key is a warning naming the closest known key, as DeepSpeed
+// ignores it. With --allow-unknown-keys (Options.Strict false) every one is a warning, and a typo's warning names
+// both keys and the value the intended key falls back to.
+func (d *decoder) unknownKey(parent, key string, at pos, candidates []string, context string, n *node) {
 	path := join(parent, key)
 	msg := "unknown key"
 	if context != "" {
 		msg += " for " + context
 	}
-	if !d.opts.Strict {
-		msg += " (ignored)"
-	}
 	var fix string
-	if s := suggest(key, candidates); s != "" {
-		msg += fmt.Sprintf("; did you mean %s?", s)
-		fix = fmt.Sprintf("rename %q to %q", key, s)
-	} else if elsewhere := d.findElsewhere(key, parent); elsewhere != "" {
+	// A known key written at the wrong level is a better diagnosis than the nearest name at this one.
+	sug, elsewhere := "", d.findElsewhere(key, parent)
+	if elsewhere == "" {
+		sug = suggest(key, candidates)
+	}
+	strict, why := d.strictSection(parent)
+	switch {
+	case sug != "" && !d.opts.Strict:
+		msg += fmt.Sprintf(" (ignored); did you mean %s? %s", sug, d.fallback(join(parent, sug), n.get(sug) != nil))
+		fix = fmt.Sprintf("rename %q to %q", key, sug)
+	case sug != "":
+		msg += fmt.Sprintf("; did you mean %s?", sug)
+		fix = fmt.Sprintf("rename %q to %q", key, sug)
+	case elsewhere != "":
 		where := "the top level"
 		if p := parentPath(elsewhere); p != "" {
 			where = p
 		}
 		msg += fmt.Sprintf("; %q belongs in %s", key, where)
+		if !d.opts.Strict {
+			msg += fmt.Sprintf(" (ignored here; %s)", d.fallback(elsewhere, false))
+		}
 		fix = fmt.Sprintf("move it to %s", elsewhere)
-	} else {
+	default:
+		switch {
+		case strict && d.opts.Strict:
+			msg += "; " + why + " refuses it too"
+		case strict:
+			msg += "; " + why + " refuses it (ignored here: --allow-unknown-keys)"
+		default:
+			msg += " (ignored, as DeepSpeed ignores it)"
+		}
 		fix = "remove it"
+		if c := closest(key, candidates); c != "" {
+			fix += fmt.Sprintf(" (the closest known key is %q)", c)
+		}
 		if len(candidates) > 0 && len(candidates) <= 16 {
 			fix += "; keys accepted here: " + strings.Join(candidates, ", ")
 		}
 	}
-	if d.opts.Strict {
+	if d.opts.Strict && (sug != "" || elsewhere != "" || strict) {
 		d.errAt(at.line, at.col, path, msg, fix+" (or pass --allow-unknown-keys to ignore unknown keys)")
 		return
 	}
 	d.warnAt(at.line, at.col, path, msg, fix)
+}
+
+// strictSection reports whether DeepSpeed refuses unknown keys in the block at path, and says how it does.
+func (d *decoder) strictSection(path string) (bool, string) {
+	switch path {
+	case "optimizer.params":
+		return true, "DeepSpeed passes optimizer params to the optimizer's constructor as keyword arguments, which"
+	case "scheduler.params":
+		return true, "DeepSpeed passes scheduler params to the scheduler's constructor as keyword arguments, which"
+	}
+	if s, ok := d.tab.spec(path); ok && s.strict {
+		return true, "DeepSpeed validates \"" + path + "\" with a pydantic model (extra=\"forbid\") and"
+	}
+	return false, ""
+}
+
+// fallback says what the known key at path is left with when a misspelling of it is ignored; given says the
+// file also writes it.
+func (d *decoder) fallback(path string, given bool) string {
+	if e, ok := d.ents[path]; given || (ok && e.given) {
+		return fmt.Sprintf("%s is set in the file", path)
+	}
+	def, found := any(nil), false
+	if s, ok := d.tab.spec(path); ok {
+		def, found = s.def, true
+	}
+	for _, p := range d.params[parentPath(path)] {
+		if p.name() == lastName(path) {
+			def, found = p.def, true
+		}
+	}
+	if !found {
+		return fmt.Sprintf("%s is not set", path)
+	}
+	return fmt.Sprintf("%s keeps its default, %s", path, formatDefault(def))
 }
 
 // findElsewhere finds a table key with this exact name in another block (a key placed at the wrong level).
@@ -641,8 +701,9 @@ func (d *decoder) requiredSchedulerParams(typ string, specs []paramSpec, pn *nod
 					fmt.Sprintf("add \"total_num_steps\": %d (or \"auto\") to keep the file usable with DeepSpeed", steps))
 				continue
 			}
-			d.errNode(tn, path, fmt.Sprintf("%s requires total_num_steps (DeepSpeed fails without it)", typ),
-				"add \"total_num_steps\": <training steps>, or \"total_num_steps\": \"auto\" and give the run length (--max-steps N)")
+			d.put(path, int64(DefaultMaxSteps), Source{Kind: FromRunTime, Note: runLength()}, nil, s.hf)
+			d.warnNode(tn, path, fmt.Sprintf("%s requires total_num_steps, which the file does not set; the run's length, %s, fills it (DeepSpeed itself would fail)", typ, runLength()),
+				"add \"total_num_steps\": <training steps> (or \"auto\") to keep the file usable with DeepSpeed")
 			continue
 		}
 		d.errNode(tn, path, fmt.Sprintf("%s requires %s", typ, s.name()), fmt.Sprintf("add \"%s\": <value> to scheduler.params", s.name()))

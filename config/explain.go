@@ -62,7 +62,7 @@ func explainLine(w io.Writer, key, value, mark string) error {
 // key is only flagged when its value asks for the feature (differs from the default).
 func mark(e *entry, st Status, def any) string {
 	var parts []string
-	if e != nil && e.src.Kind != FromFile {
+	if e != nil && e.src.Kind != FromFile && e.src.Kind != FromRunTime {
 		parts = append(parts, "("+e.src.String()+")")
 	}
 	switch {
@@ -77,19 +77,42 @@ func mark(e *entry, st Status, def any) string {
 // Explain writes every resolved value of c, grouped by block, with the batch sizes DeepSpeed would derive for
 // worldSize data-parallel ranks and, when seqLen > 0, the tokens per optimizer step. Each value is marked
 // with its origin when it did not come from the file as written: a default, "auto", a deprecated key, or an
-// inference. c must come from Load or Parse. The error is the batch resolution's, or the writer's.
+// inference. A worldSize of 0 means the number of ranks is left to the run: the batch sizes that depend on it
+// are shown as filled at run time. Values only the run knows (an "auto" total_num_steps without a run
+// length, bucket sizes without the model) read "auto → filled at run time from ...". c must come from Load
+// or Parse. The error is the batch resolution's, or the writer's.
 func Explain(w io.Writer, c *Config, worldSize, seqLen int) error {
-	b, err := c.Resolve(worldSize)
-	if err != nil {
-		return err
+	var b Batch
+	if worldSize > 0 {
+		var err error
+		if b, err = c.Resolve(worldSize); err != nil {
+			return err
+		}
 	}
 	ew := &errWriter{w: w}
 	tab := newTableIndex(keyTable())
 
-	ew.printf("DeepSpeed config %s for a data-parallel world size of %d\n", fileOf(c.File), worldSize)
+	if worldSize > 0 {
+		ew.printf("DeepSpeed config %s for a data-parallel world size of %d\n", fileOf(c.File), worldSize)
+	} else {
+		ew.printf("DeepSpeed config %s; the data-parallel world size is the run's (give --nproc N to resolve the batch sizes)\n", fileOf(c.File))
+	}
 	ew.printf("(unmarked values are written in the file)\n\n")
 
 	ew.printf("batch\n")
+	if worldSize > 0 {
+		explainBatch(ew, c, b, seqLen)
+	} else {
+		explainBatchAtRunTime(ew, c)
+	}
+	explainKeys(ew, c, tab)
+	explainSummary(ew, c, b)
+	return ew.err
+}
+
+// explainBatch prints the batch triangle resolved for b.WorldSize ranks.
+func explainBatch(ew *errWriter, c *Config, b Batch, seqLen int) {
+	worldSize := b.WorldSize
 	inferred := map[string]bool{}
 	for _, k := range b.Inferred {
 		inferred[k] = true
@@ -113,7 +136,38 @@ func Explain(w io.Writer, c *Config, worldSize, seqLen int) error {
 	if seqLen > 0 {
 		ew.line("tokens_per_step", strconv.Itoa(mulSat(b.TrainBatchSize, seqLen)), fmt.Sprintf("(train_batch_size × seq_len %d)", seqLen))
 	}
+}
 
+// explainBatchAtRunTime prints the batch triangle when the number of ranks is the run's: what the file fixes,
+// and how the run fills the rest.
+func explainBatchAtRunTime(ew *errWriter, c *Config) {
+	ranks := "the number of ranks (gotrain launch --nproc, WORLD_SIZE)"
+	tbs, micro, gas := c.TrainBatchSize, c.TrainMicroBatchSizePerGPU, c.GradientAccumulationSteps
+	show := func(path string, v Opt[int], missing string) {
+		if x, ok := v.Get(); ok {
+			ew.line(path, strconv.Itoa(x), mark(c.entries[path], Supported, nil))
+			return
+		}
+		ew.line(path, missing, "")
+	}
+	show(keyMicro, micro, "auto → filled at run time: train_batch_size ÷ (gradient_accumulation_steps × world_size)")
+	gasMissing := "auto → filled at run time: train_batch_size ÷ (micro batch × world_size)"
+	if !tbs.Set && !c.tbsAuto.Set {
+		gasMissing = "1  (DeepSpeed's inference without train_batch_size)"
+	}
+	show(keyGAS, gas, gasMissing)
+	ew.line("world_size", "auto → filled at run time from "+ranks, "")
+	if tbs.Set && !c.tbsAuto.Set {
+		show(keyTBS, tbs, "")
+	} else if c.tbsAuto.Set {
+		ew.line(keyTBS, "auto → filled at run time: micro batch × gradient_accumulation_steps × world_size", "")
+	} else {
+		ew.line(keyTBS, "inferred at run time: micro batch × gradient_accumulation_steps × world_size", "")
+	}
+}
+
+// explainKeys prints every key of the table outside the batch triangle, block by block.
+func explainKeys(ew *errWriter, c *Config, tab *tableIndex) {
 	ew.printf("\ntraining\n")
 	for _, s := range tab.specs {
 		if s.parent() != "" || s.kind == kindBlock || s.kind == kindRawBlock || s.kind == kindAny ||
@@ -143,8 +197,6 @@ func Explain(w io.Writer, c *Config, worldSize, seqLen int) error {
 		ew.printf("\n%s\n", s.path)
 		explainBlock(ew, c, tab, s.path, s.path)
 	}
-	explainSummary(ew, c, b)
-	return ew.err
 }
 
 // explainBlock prints the keys under path, with names relative to top.
@@ -181,6 +233,10 @@ func childDecoded(c *Config, tab *tableIndex, path string) bool {
 func valueOf(e *entry) string {
 	if e == nil {
 		return "None"
+	}
+	if e.src.Kind == FromRunTime {
+		// Its value here is only what the checks assumed; the run decides.
+		return e.src.String()
 	}
 	return formatValue(e.v)
 }
@@ -259,7 +315,11 @@ func explainSummary(ew *errWriter, c *Config, b Batch) {
 	ew.line("precision", prec, "")
 	z := c.ZeRO
 	what := map[int]string{0: "off: every rank holds everything", 1: "optimizer states partitioned", 2: "optimizer states and gradients partitioned", 3: "optimizer states, gradients and parameters partitioned"}[z.Stage]
-	ew.line("zero", fmt.Sprintf("stage %d, %s over %d ranks", z.Stage, what, b.WorldSize), "")
+	ranks := fmt.Sprintf("%d ranks", b.WorldSize)
+	if b.WorldSize == 0 {
+		ranks = "the run's ranks"
+	}
+	ew.line("zero", fmt.Sprintf("stage %d, %s over %s", z.Stage, what, ranks), "")
 	if oo := z.OffloadOptimizer; oo != nil && oo.Device != "none" {
 		ew.line("offload", "optimizer states and master weights on "+oo.Device, "")
 	}
@@ -271,7 +331,11 @@ func explainSummary(ew *errWriter, c *Config, b Batch) {
 		clip = fmt.Sprintf("global norm %g", c.GradientClipping)
 	}
 	ew.line("gradient clipping", clip, "")
-	ew.line("samples per optimizer step", strconv.Itoa(b.TrainBatchSize), fmt.Sprintf("(%d × %d × %d)", b.MicroBatch, b.GradAccum, b.WorldSize))
+	if b.WorldSize > 0 {
+		ew.line("samples per optimizer step", strconv.Itoa(b.TrainBatchSize), fmt.Sprintf("(%d × %d × %d)", b.MicroBatch, b.GradAccum, b.WorldSize))
+	} else {
+		ew.line("samples per optimizer step", "micro batch × gradient accumulation × world size, at run time", "")
+	}
 	if list := c.Unsupported(); len(list) > 0 {
 		sort.Strings(list)
 		ew.line("not supported, no effect", strings.Join(list, ", "), "")

@@ -110,10 +110,11 @@ func TestSeedSpecifics(t *testing.T) {
 	if o := c.Optimizer; o.Betas != [2]float64{0.9, 0.95} || o.WeightDecay != 0.1 || o.Eps != 1e-8 || !o.AdamWMode {
 		t.Errorf("seed 001 optimizer: %+v", o)
 	}
-	// Without the run length, the missing total_num_steps is an error too.
-	_, es = load("001_ds_config.json", Options{})
-	if errAt(es, "scheduler.params.total_num_steps") == nil {
-		t.Errorf("seed 001 without --max-steps: %v", es)
+	// Without the run length, the missing total_num_steps is the run's: a warning that DeepSpeed would fail.
+	c, es = load("001_ds_config.json", Options{})
+	if errAt(es, "scheduler.params.total_num_steps") != nil || warnAt(c.Warnings, "scheduler.params.total_num_steps") == nil ||
+		c.Scheduler.Params.TotalNumSteps != DefaultMaxSteps {
+		t.Errorf("seed 001 without --max-steps: %v %v", es, c.Warnings)
 	}
 
 	// Seed 003 ZeRO-3: bucket sizes from the model width (Hugging Face: h², 0.9·h², 10·h).

@@ -94,3 +94,19 @@ func suggest(key string, candidates []string) string {
 	}
 	return ""
 }
+
+// closest returns the candidate nearest to key by edit distance on the folded forms, however far: warnings
+// about keys that are no typo still point at the nearest key gotrain knows.
+func closest(key string, candidates []string) string {
+	nk := normalizeKey(key)
+	if len(nk) > 256 {
+		return "" // a hostile key: not worth a quadratic comparison
+	}
+	best, bestD := "", 1<<30
+	for _, c := range candidates {
+		if d := editDistance(nk, normalizeKey(c)); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}

@@ -36,7 +36,6 @@ func TestValidationErrors(t *testing.T) {
 		{"betas length", `"optimizer": {"type": "Adam", "params": {"betas": [0.9]}}`, "optimizer.params.betas", "exactly 2"},
 		{"eps not positive", `"optimizer": {"type": "AdamW", "params": {"eps": 0}}`, "optimizer.params.eps", "greater than 0"},
 		{"negative weight decay", `"optimizer": {"type": "AdamW", "params": {"weight_decay": -0.1}}`, "optimizer.params.weight_decay", "must not be negative"},
-		{"WarmupDecayLR needs total_num_steps", `"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 10}}`, "scheduler.params.total_num_steps", "requires total_num_steps"},
 		{"OneCycle needs cycle_min_lr", `"scheduler": {"type": "OneCycle", "params": {"cycle_max_lr": 0.1}}`, "scheduler.params.cycle_min_lr", "requires cycle_min_lr"},
 		{"OneCycle needs cycle_max_lr", `"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0.1}}`, "scheduler.params.cycle_max_lr", "requires cycle_max_lr"},
 		{"warmup_type strict", `"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "linaer"}}`, "scheduler.params.warmup_type", `did you mean "linear"`},
@@ -195,6 +194,12 @@ func TestSchedulerDefaults(t *testing.T) {
 	c = mustParse(t, `{"train_micro_batch_size_per_gpu": 1, "scheduler": {"type": "WarmupDecayLR"}}`, Overrides{TotalSteps: Some(321)})
 	if c.Scheduler.Params.TotalNumSteps != 321 || warnAt(c.Warnings, "scheduler.params.total_num_steps") == nil {
 		t.Errorf("total_num_steps from run: %+v %v", c.Scheduler.Params, c.Warnings)
+	}
+	// Without a run length (validate), the default one every command shares, and DeepSpeed's failure named.
+	c = mustParse(t, `{"train_micro_batch_size_per_gpu": 1, "scheduler": {"type": "WarmupDecayLR"}}`, Overrides{})
+	if w := warnAt(c.Warnings, "scheduler.params.total_num_steps"); c.Scheduler.Params.TotalNumSteps != DefaultMaxSteps || w == nil ||
+		!strings.Contains(w.Msg, "DeepSpeed itself would fail") {
+		t.Errorf("total_num_steps without a run length: %+v %v", c.Scheduler.Params, c.Warnings)
 	}
 }
 

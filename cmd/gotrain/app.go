@@ -35,8 +35,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 
 // normalizeArgs makes `gotrain --config X ...` mean `gotrain train --config X ...`:
 // when the first argument is a flag other than the app's own help/version
-// flags, the train command is implied.
+// flags, the train command is implied. Then the DeepSpeed and Hugging Face
+// spellings are mapped and flags after arguments moved (argv.go).
 func normalizeArgs(args []string) []string {
+	return rewriteArgs(commands(), impliedTrain(args))
+}
+
+func impliedTrain(args []string) []string {
 	if len(args) < 2 || !strings.HasPrefix(args[1], "-") {
 		return args
 	}
@@ -52,7 +57,7 @@ func normalizeArgs(args []string) []string {
 // commands lists every subcommand, one file each.
 func commands() []*cli.Command {
 	return []*cli.Command{
-		trainCommand(),
+		withFlags(trainCommand(), compatTrainFlags()...),
 		sampleCommand(),
 		configCommand(),
 		estimateCommand(),
@@ -60,10 +65,17 @@ func commands() []*cli.Command {
 		checkpointCommand(),
 		dataCommand(),
 		tokenizeCommand(),
-		launchCommand(),
+		withFlags(launchCommand(), launchCompatFlags()...),
 		slurmCommand(),
 		doctorCommand(),
 		benchCommand(),
 		versionCommand(),
 	}
+}
+
+// withFlags adds flags to cmd: the Hugging Face spellings of train
+// (compat_flags.go) live beside the command rather than in its list.
+func withFlags(cmd *cli.Command, flags ...cli.Flag) *cli.Command {
+	cmd.Flags = append(cmd.Flags, flags...)
+	return cmd
 }

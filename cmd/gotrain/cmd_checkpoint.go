@@ -19,13 +19,13 @@ func checkpointCommand() *cli.Command {
 			{
 				Name:      "inspect",
 				Usage:     "list a checkpoint directory's tags with step, world size, stage, size and checksum status; exits 1 when a tag or latest fails",
-				UsageText: "gotrain checkpoint inspect OUTPUT_DIR/checkpoints",
+				UsageText: "gotrain checkpoint inspect OUTPUT_DIR (or OUTPUT_DIR/checkpoints)",
 				Action:    runInspect,
 			},
 			{
 				Name:      "export",
 				Usage:     "write a checkpoint's weights as Hugging Face GPT-2 model.safetensors + config.json",
-				UsageText: "gotrain checkpoint export --out DIR [--tag global_stepN] [--dtype fp32|bf16] OUTPUT_DIR/checkpoints",
+				UsageText: "gotrain checkpoint export --out DIR [--tag global_stepN] [--dtype fp32|bf16] OUTPUT_DIR (or OUTPUT_DIR/checkpoints)",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "tag", Usage: "checkpoint `TAG` (default: the one latest names)"},
 					&cli.StringFlag{Name: "out", Usage: "output `DIR`", Required: true},
@@ -34,8 +34,9 @@ func checkpointCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					dir := c.Args().First()
 					if dir == "" {
-						return fmt.Errorf("checkpoint export: give the checkpoints directory (e.g. out/checkpoints)")
+						return fmt.Errorf("checkpoint export: give the run's output directory or its checkpoints directory (e.g. out or out/checkpoints)")
 					}
+					dir = checkpointsDir(dir)
 					dt, err := backend.ParseDType(c.String("dtype"))
 					if err != nil || (dt != backend.F32 && dt != backend.BF16) {
 						return fmt.Errorf("--dtype %q: want fp32 or bf16", c.String("dtype"))
@@ -57,8 +58,9 @@ func checkpointCommand() *cli.Command {
 func runInspect(c *cli.Context) error {
 	dir := c.Args().First()
 	if dir == "" {
-		return fmt.Errorf("checkpoint inspect: give the checkpoints directory (e.g. out/checkpoints)")
+		return fmt.Errorf("checkpoint inspect: give the run's output directory or its checkpoints directory (e.g. out or out/checkpoints)")
 	}
+	dir = checkpointsDir(dir)
 	tags, err := checkpoint.List(dir)
 	if err != nil {
 		return err

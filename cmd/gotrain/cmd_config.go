@@ -22,22 +22,23 @@ func configCommand() *cli.Command {
 			"trailing commas, as DeepSpeed's hjson reader accepts). These commands check a file the way DeepSpeed\n" +
 			"would, but report every problem at once with its key path and a fix, print every resolved value,\n" +
 			"or write a new config.",
-		Subcommands: []*cli.Command{cfgValidateCommand(), cfgExplainCommand(), cfgGenerateCommand(), cfgKeysCommand()},
+		Subcommands: []*cli.Command{cfgValidateCommand(), cfgExplainCommand(), cfgGenerateCommand(), cfgImportCommand(), cfgKeysCommand()},
 	}
 }
 
 func cfgAllowUnknownFlag() cli.Flag {
 	return &cli.BoolFlag{
 		Name:  "allow-unknown-keys",
-		Usage: "report unknown keys as warnings and ignore them, instead of failing (DeepSpeed ignores most of them silently)",
+		Usage: "report likely typos and unknown keys in the sections DeepSpeed checks strictly as warnings (naming the key meant and the value it keeps) instead of failing",
 	}
 }
 
 func cfgStepsFlag() cli.Flag {
 	return &cli.IntFlag{
-		Name:    "max-steps",
-		Aliases: []string{"steps"},
-		Usage:   "optimizer steps of the run, as given to train: fills scheduler total_num_steps when it is \"auto\" or missing",
+		Name:        "max-steps",
+		Aliases:     []string{"steps"},
+		Usage:       "optimizer steps of the run, as given to train: fills scheduler total_num_steps when it is \"auto\" or missing",
+		DefaultText: fmt.Sprintf("left to the run (train's default, %d, is assumed for the checks)", config.DefaultMaxSteps),
 	}
 }
 
@@ -132,7 +133,7 @@ func cfgLoad(a *cfgArgs, worldSize int) (string, *config.Config, error) {
 	if a.isSet("max-steps") {
 		opts.Overrides.TotalSteps = config.Some(a.int("max-steps"))
 	}
-	cfg, err := config.Load(file, opts)
+	cfg, err := cfgLoadAny(c, file, opts)
 	if cfg != nil {
 		cfgPrintWarnings(c.App.ErrWriter, cfg.Warnings)
 	}
@@ -148,6 +149,22 @@ func cfgLoad(a *cfgArgs, worldSize int) (string, *config.Config, error) {
 		return file, nil, err
 	}
 	return file, cfg, nil
+}
+
+// cfgLoadAny loads a DeepSpeed config, or converts an Accelerate or FSDP
+// config first, saying what the file is and what was left out.
+func cfgLoadAny(c *cli.Context, file string, opts config.Options) (*config.Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil || !config.IsForeign(data) {
+		return config.Load(file, opts)
+	}
+	im, err := config.ImportFile(file)
+	if err != nil {
+		return nil, err
+	}
+	cfgImportReport(c.App.ErrWriter, im)
+	fmt.Fprintf(c.App.ErrWriter, "checking the DeepSpeed config it converts to (gotrain config import %s --output ds.json writes it)\n", file)
+	return config.Parse(file+" (converted)", im.DeepSpeed, opts)
 }
 
 func cfgPrintWarnings(w io.Writer, warns []config.Warning) {
@@ -199,9 +216,11 @@ func cfgExplainCommand() *cli.Command {
 		ArgsUsage: "FILE",
 		Description: "Prints every key gotrain knows, grouped by block, with its resolved value, marking values that come\n" +
 			"from DeepSpeed's defaults, from \"auto\", from deprecated keys or from inference, and keys gotrain ignores\n" +
-			"or does not support. Then the batch sizes for --nproc ranks and, with --seq-len, the tokens per step.",
+			"or does not support. Then the batch sizes for --nproc ranks and, with --seq-len, the tokens per step.\n" +
+			"Values only the run knows (\"auto\" total_num_steps without --max-steps, the batch sizes without --nproc,\n" +
+			"bucket sizes that follow the model's width) read \"auto → filled at run time from ...\"; they are not errors.",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "nproc", Usage: "data-parallel world size (number of ranks); required"},
+			&cli.IntFlag{Name: "nproc", DefaultText: "the run's", Usage: "data-parallel world size (number of ranks); without it the batch sizes that depend on it read \"filled at run time\""},
 			&cli.IntFlag{Name: "seq-len", Usage: "sequence length T, to print tokens per optimizer step"},
 			cfgAllowUnknownFlag(),
 			cfgStepsFlag(),
@@ -211,11 +230,8 @@ func cfgExplainCommand() *cli.Command {
 			if a == nil || err != nil {
 				return err
 			}
-			if !a.isSet("nproc") {
-				return errors.New("config explain: --nproc N is required (the data-parallel world size)")
-			}
 			ws := a.int("nproc")
-			if ws < 1 {
+			if a.isSet("nproc") && ws < 1 {
 				return fmt.Errorf("config explain: --nproc must be at least 1, got %d", ws)
 			}
 			seqLen := a.int("seq-len")

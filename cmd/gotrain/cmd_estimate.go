@@ -35,7 +35,7 @@ func estimateCommand() *cli.Command {
 			&cli.IntFlag{Name: "seq-len", Value: 256, Usage: "sequence length `T`, as given to train (at most the model's n_positions)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the estimate as JSON instead of a table"},
 			&cli.BoolFlag{Name: "gradient-checkpointing", Aliases: []string{"gradient_checkpointing"}, Usage: "count activations as train --gradient-checkpointing keeps them (also on when the config has an activation_checkpointing block)"},
-			&cli.IntFlag{Name: "max-steps", Value: 100, Usage: "optimizer steps of the run, as given to train: fills scheduler total_num_steps when it is \"auto\""},
+			&cli.IntFlag{Name: "max-steps", Value: config.DefaultMaxSteps, Usage: "optimizer steps of the run, as given to train: fills scheduler total_num_steps when it is \"auto\""},
 			&cli.IntFlag{Name: "micro-batch-size", Aliases: []string{"per_device_train_batch_size"}, Usage: "fills train_micro_batch_size_per_gpu: \"auto\", as for train"},
 			&cli.IntFlag{Name: "gradient-accumulation-steps", Aliases: []string{"gradient_accumulation_steps"}, Usage: "fills gradient_accumulation_steps: \"auto\", as for train"},
 			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},

@@ -96,6 +96,10 @@ func launchAction(c *cli.Context) error {
 	if err := launchCheckSubcommand(c, args); err != nil {
 		return err
 	}
+	args, err := launchApplyCompat(c, args)
+	if err != nil {
+		return err
+	}
 	if c.IsSet("nproc") && c.Int("nproc") < 1 {
 		return fmt.Errorf("launch: --nproc must be at least 1 (got %d)", c.Int("nproc"))
 	}

@@ -44,7 +44,7 @@ func trainCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them)", Required: true},
 			&cli.StringSliceFlag{Name: "val-data", Usage: "validation token shards: `PATH`s or globs"},
 			&cli.IntFlag{Name: "seq-len", Value: 256, Usage: "sequence length `T` (at most the model's n_positions)"},
-			&cli.IntFlag{Name: "max-steps", Value: 100, Usage: "optimizer steps to run (fills scheduler total_num_steps: \"auto\")"},
+			&cli.IntFlag{Name: "max-steps", Value: config.DefaultMaxSteps, Usage: "optimizer steps to run (fills scheduler total_num_steps: \"auto\")"},
 			&cli.StringFlag{Name: "output-dir", Value: "out", Usage: "`DIR` for metrics.jsonl and model.safetensors"},
 			&cli.StringFlag{Name: "init-from", Usage: "start from weights: Hugging Face GPT-2 model.safetensors or an llm.c .bin `FILE`"},
 			&cli.Uint64Flag{Name: "seed", Value: 1337, Usage: "random seed for the initial weights"},
@@ -115,7 +115,7 @@ func runTrain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	peak := dev.announce(c, out, rk, cfg.ZeRO.Stage)
+	peak := dev.announce(c, out, rk, cfg)
 	fmt.Fprintf(out, "model %s: %s parameters | micro-batch %d × seq %d × grad-accum %d × ranks %d = %d tokens/step\n",
 		c.String("model"), groupDigits(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
 		rk.WorldSize, batch.TrainBatchSize*c.Int("seq-len"))
@@ -195,6 +195,9 @@ func trainConfig(c *cli.Context, rk launch.Rank, mcfg model.Config) (*config.Con
 		if c.IsSet(f.name) {
 			f.set()
 		}
+	}
+	if err := compatOverrides(c, &ov); err != nil {
+		return nil, config.Batch{}, err
 	}
 	cfg, err := loadTrainConfig(c.String("config"), config.Options{Strict: !c.Bool("allow-unknown-keys"), Overrides: ov})
 	if cfg != nil && rk.Rank == 0 {
@@ -304,17 +307,21 @@ func (d *trainDevice) close() {
 // announce prints the start-up line and returns one rank's peak FLOP/s for
 // MFU: --peak-flops, the GPU's known dense bf16 peak, or the sgemm roofline
 // measured now on the CPU.
-func (d *trainDevice) announce(c *cli.Context, out io.Writer, rk launch.Rank, stage int) float64 {
+func (d *trainDevice) announce(c *cli.Context, out io.Writer, rk launch.Rank, cfg *config.Config) float64 {
 	peak := c.Float64("peak-flops")
+	stage, prec := cfg.ZeRO.Stage, precisionLabel(cfg)
 	if d.gpu == nil {
 		if peak == 0 {
 			peak = blas.MeasurePeak(d.info.impl, 0.5) * 1e9
 		}
-		fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d | device %s | BLAS %s, %d threads/rank | sgemm roofline %.1f GFLOP/s per rank\n",
-			Version, rk.WorldSize, stage, d.be.Name(), d.info.describe(), d.threads, peak/1e9)
+		fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d, precision %s | device %s | BLAS %s, %d threads/rank | sgemm roofline %.1f GFLOP/s per rank\n",
+			Version, rk.WorldSize, stage, prec, d.be.Name(), d.info.describe(), d.threads, peak/1e9)
 		return peak
 	}
 	gi := d.gpu.dev.Info()
+	if w := autoFP32Warning(cfg, gi.SM()); w != "" && rk.Rank == 0 {
+		fmt.Fprintln(c.App.ErrWriter, w)
+	}
 	if peak == 0 {
 		if p, ok := gpuPeakFLOPS(gi.Name); ok {
 			peak = p
@@ -322,8 +329,8 @@ func (d *trainDevice) announce(c *cli.Context, out io.Writer, rk launch.Rank, st
 			fmt.Fprintf(c.App.ErrWriter, "info: no peak FLOP/s known for %q; pass --peak-flops to report MFU\n", gi.Name)
 		}
 	}
-	fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d | device %s: %s (sm_%d, %.0f GiB) | kernels %s %s | peak %.0f TFLOP/s\n",
-		Version, rk.WorldSize, stage, d.be.Name(), gi.Name, gi.SM(), float64(gi.TotalMemoryBytes)/(1<<30),
+	fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d, precision %s | device %s: %s (sm_%d, %.0f GiB) | kernels %s %s | peak %.0f TFLOP/s\n",
+		Version, rk.WorldSize, stage, prec, d.be.Name(), gi.Name, gi.SM(), float64(gi.TotalMemoryBytes)/(1<<30),
 		d.gpu.be.Kernels().Image().Kind, d.gpu.be.Kernels().Image().Arch, peak/1e12)
 	return peak
 }
