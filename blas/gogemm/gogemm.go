@@ -40,8 +40,8 @@ const (
 type Gemm struct {
 	threads    int
 	kern       kernel
-	kc, mc, nc int // blocking: the constants above
-	bufs    sync.Pool // *workspace
+	kc, mc, nc int       // blocking: the constants above
+	bufs       sync.Pool // *workspace
 }
 
 // New returns a Gemm that splits large products over threads goroutines
