@@ -35,13 +35,15 @@ const (
 
 // Gemm is a configured GEMM: how many goroutines a large product is split
 // over. The zero value runs on GOMAXPROCS goroutines. It is safe for
-// concurrent use; its packing buffers come from a pool so steady-state
-// calls allocate nothing.
+// concurrent use. Its packing memory is kept between calls (a free list,
+// not a sync.Pool, which a GC would empty) so a training step, after the
+// first, allocates nothing and takes no page faults for it.
 type Gemm struct {
 	threads    int
 	kern       kernel
 	kc, mc, nc int       // blocking: the constants above
-	bufs       sync.Pool // *workspace
+	mu         sync.Mutex
+	free       []*workspace // packing memory of finished calls
 }
 
 // New returns a Gemm that splits large products over threads goroutines
@@ -74,13 +76,28 @@ type workspace struct {
 }
 
 func (g *Gemm) getWorkspace() *workspace {
-	if w, ok := g.bufs.Get().(*workspace); ok {
+	g.mu.Lock()
+	if n := len(g.free); n > 0 {
+		w := g.free[n-1]
+		g.free = g.free[:n-1]
+		g.mu.Unlock()
 		return w
 	}
+	g.mu.Unlock()
 	return &workspace{
 		a: make([]float32, roundUp(g.mc, g.kern.mr)*g.kc),
 		b: make([]float32, g.kc*roundUp(g.nc, g.kern.nr)),
 	}
+}
+
+// putWorkspace keeps w for the next call. At most threads+2 are kept:
+// attention's workers may call concurrently beside a split product.
+func (g *Gemm) putWorkspace(w *workspace) {
+	g.mu.Lock()
+	if len(g.free) < g.threads+2 {
+		g.free = append(g.free, w)
+	}
+	g.mu.Unlock()
 }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
@@ -149,7 +166,7 @@ func (g *Gemm) run(p *problem, i0, i1, j0, j1 int) {
 		return
 	}
 	ws := g.getWorkspace()
-	defer g.bufs.Put(ws)
+	defer g.putWorkspace(ws)
 	kern := &g.kern
 	mr, nr := kern.mr, kern.nr
 	var edge [maxMR * maxNR]float32
