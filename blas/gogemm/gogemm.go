@@ -41,7 +41,7 @@ const (
 type Gemm struct {
 	threads    int
 	kern       kernel
-	kc, mc, nc int       // blocking: the constants above
+	kc, mc, nc int // blocking: the constants above
 	mu         sync.Mutex
 	free       []*workspace // packing memory of finished calls
 }
