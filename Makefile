@@ -40,7 +40,7 @@ run: build ## prepare a corpus from the Go sources, train gpt2-tiny on 2 CPU ran
 
 test: ## unit tests (vector and scalar CPU math), then every fuzz target briefly
 	$(GO) test -count=1 $(PKGS)
-	GOEXPERIMENT= $(GO) test -count=1 ./backend/cpu/
+	GOEXPERIMENT= $(GO) test -count=1 ./backend/cpu/ ./blas/gogemm/
 	$(MAKE) --no-print-directory fuzz
 
 fuzz: ## run each fuzz target for FUZZTIME
@@ -51,6 +51,11 @@ fuzz: ## run each fuzz target for FUZZTIME
 
 bench: build ## benchmarks: GFLOP/s per op, GEMM roofline, tokens/s and MFU, ZeRO stage step times, bus bandwidth
 	$(BIN) bench --device auto --model gpt2 --batch 4 --seq-len 64 --steps 3 --dtype fp32
+	# gpt2-tiny B8 T256 on the CPU with each GEMM (the README's CPU performance table), then bf16 (says why it is slower)
+	$(BIN) bench --device cpu --model gpt2-tiny --batch 8 --seq-len 256 --steps 5 --dtype fp32 --blas go
+	-$(BIN) bench --device cpu --model gpt2-tiny --batch 8 --seq-len 256 --steps 5 --dtype fp32 --blas openblas
+	$(BIN) bench --device cpu --model gpt2-tiny --batch 8 --seq-len 256 --steps 3 --dtype bf16 --blas go
+	# ./blas/ below includes BenchmarkModelShapes: the Go GEMM against OpenBLAS on every model shape, interleaved
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./blas/ ./backend/cpu/ ./data/ ./kernels/emu/
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./data/hftok/ # tokenizer load and encode MB/s; ./data/ above gives data prepare MB/s for GPT-2, Qwen3, Llama 3 (those two need scripts/fetch-tokenizers.sh)
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./model/

@@ -1,6 +1,7 @@
 // Package blas owns CPU GEMM for gotrain: OpenBLAS (or any CBLAS) loaded at
 // run time through csrc's dlopen loader, checked against a Go reference on
-// load, with gonum's pure-Go GEMM as the fallback.
+// load, and gotrain's own Go GEMM (package gogemm), the default and the
+// fallback.
 //
 // All matrices are row-major float32. Arguments that do not describe a
 // GEMM (negative sizes, leading dimensions smaller than a row, slices too
@@ -25,9 +26,9 @@ type Impl interface {
 
 // Info says which GEMM runs.
 type Info struct {
-	Name     string // "openblas" or "gonum"
+	Name     string // "go", "openblas" or "gonum"
 	Library  string // the file loaded, if any
-	CoreType string // OpenBLAS core type in use, as openblas_get_corename reports it
+	CoreType string // OpenBLAS core type in use, as openblas_get_corename reports it, or the Go GEMM's kernel
 	Threads  int
 	Note     string // why a fallback happened, if one did
 

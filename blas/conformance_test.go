@@ -34,9 +34,12 @@ func loadOpenBLAS(tb testing.TB, threads int) Impl {
 
 // implementations returns every Impl this machine can run.
 func implementations(t *testing.T) map[string]Impl {
-	impls := map[string]Impl{"gonum": Gonum{}}
+	impls := map[string]Impl{"gonum": Gonum{}, "go": NewGo(2), "go-1thread": NewGo(1)}
 	if o := loadOpenBLAS(t, 0); o != nil {
 		impls["openblas"] = o
+	}
+	if o := loadOpenBLAS(t, 3); o != nil {
+		impls["openblas-split3"] = o
 	}
 	return impls
 }
@@ -52,7 +55,9 @@ func conformanceCases() []sgemmCase {
 	var cases []sgemmCase
 	for _, ta := range []bool{false, true} {
 		for _, tb := range []bool{false, true} {
-			for _, s := range [][3]int{{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {3, 70, 129}} {
+			// The last two are large enough (m·n·k ≥ 2²¹) to be split over
+			// goroutines, once along m and once along n.
+			for _, s := range [][3]int{{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {3, 70, 129}, {301, 67, 110}, {45, 613, 77}} {
 				for _, pad := range [][3]int{{0, 0, 0}, {3, 1, 5}} {
 					for _, v := range []ab{{1, 0, true}, {1, 1, false}, {-0.75, 1, false}, {1.25, -0.5, false}} {
 						cases = append(cases, sgemmCase{

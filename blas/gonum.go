@@ -7,7 +7,8 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// Gonum is the pure-Go fallback GEMM. It parallelises large products over
+// Gonum is gonum's pure-Go GEMM, kept for comparison and tests; the Go
+// GEMM (NewGo) replaced it as the fallback, being about 10× faster. It parallelises large products over
 // goroutines itself and is safe for concurrent use.
 type Gonum struct{}
 
@@ -30,17 +31,3 @@ func (Gonum) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32,
 
 // Info implements Impl.
 func (Gonum) Info() Info { return Info{Name: "gonum", Threads: runtime.GOMAXPROCS(0)} }
-
-// fallback is Gonum standing in for a library that could not be used; its
-// Info carries the reason.
-type fallback struct {
-	Gonum
-	note string
-}
-
-// Info implements Impl.
-func (f fallback) Info() Info {
-	info := f.Gonum.Info()
-	info.Note = f.note
-	return info
-}

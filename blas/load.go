@@ -16,7 +16,25 @@ const (
 	// EnvCoreType is OpenBLAS's own core-type override, read once by the
 	// library when it is loaded.
 	EnvCoreType = "OPENBLAS_CORETYPE"
+	// EnvBLAS chooses the GEMM Default returns: "go", "openblas" or
+	// "auto" (unset: auto). It reaches every rank `gotrain launch` starts.
+	EnvBLAS = "GOTRAIN_BLAS"
 )
+
+// Names Select accepts.
+const (
+	ChoiceAuto     = "auto"
+	ChoiceGo       = "go"
+	ChoiceOpenBLAS = "openblas"
+)
+
+// PreferGo says what auto picks where OpenBLAS loads. The Go GEMM reaches a
+// median 93% of OpenBLAS (SkylakeX kernels) on the model's shapes, not its
+// speed, so OpenBLAS stays auto's choice where it loads, run single-threaded
+// under the backend's own goroutine split; the Go GEMM is the choice where
+// it does not (never gonum), and --blas go or GOTRAIN_BLAS=go picks it
+// everywhere. Flip this once the Go GEMM matches OpenBLAS on every shape.
+const PreferGo = false
 
 // ErrNotAvailable is wrapped by Load's error when no usable OpenBLAS could
 // be loaded.
@@ -28,7 +46,8 @@ const installHint = "install it (Debian/Ubuntu: apt-get install libopenblas0-pth
 
 // LoadOptions configures Load. The zero value is usable.
 type LoadOptions struct {
-	// Threads is OpenBLAS's thread count; 0 means runtime.GOMAXPROCS(0).
+	// Threads is how many goroutines a large product is split over, each
+	// calling OpenBLAS single-threaded; 0 means runtime.GOMAXPROCS(0).
 	Threads int
 	// Library, if set, is the only file tried, ahead of $GOTRAIN_OPENBLAS.
 	Library string
@@ -68,13 +87,39 @@ func notAvailable(names []string, source, detail string) error {
 	return fmt.Errorf("%w: tried %s%s: %s; %s", ErrNotAvailable, strings.Join(names, ", "), from, detail, installHint)
 }
 
-// Default returns OpenBLAS with the given thread count (0: GOMAXPROCS) if it
-// loads and passes its self-check, and otherwise Gonum. Info says which, and
-// Note why when it is Gonum.
+// Default is Select($GOTRAIN_BLAS, threads), with an unusable choice
+// replaced by the Go GEMM and Info().Note saying why: a run never stops
+// for want of a native library.
 func Default(threads int) (Impl, Info) {
-	impl, err := Load(LoadOptions{Threads: threads})
+	impl, err := Select(os.Getenv(EnvBLAS), threads)
 	if err != nil {
-		impl = fallback{note: err.Error()}
+		impl = fallbackGo{Go: NewGo(threads), note: err.Error()}
 	}
 	return impl, impl.Info()
+}
+
+// Select returns the GEMM named by choice, splitting large products over
+// threads goroutines (0: GOMAXPROCS):
+//   - "go": the Go GEMM;
+//   - "openblas": OpenBLAS, single-threaded per call and split by us, or an
+//     error wrapping ErrNotAvailable;
+//   - "auto" or "": the Go GEMM if PreferGo, else OpenBLAS where it loads
+//     and the Go GEMM where it does not (Info().Note says why).
+func Select(choice string, threads int) (Impl, error) {
+	switch strings.ToLower(strings.TrimSpace(choice)) {
+	case ChoiceGo:
+		return NewGo(threads), nil
+	case ChoiceOpenBLAS:
+		return Load(LoadOptions{Threads: threads})
+	case "", ChoiceAuto:
+		if PreferGo {
+			return NewGo(threads), nil
+		}
+		impl, err := Load(LoadOptions{Threads: threads})
+		if err != nil {
+			return fallbackGo{Go: NewGo(threads), note: err.Error()}, nil
+		}
+		return impl, nil
+	}
+	return nil, fmt.Errorf("blas: unknown GEMM %q (from --blas or $%s): want %s, %s or %s", choice, EnvBLAS, ChoiceAuto, ChoiceGo, ChoiceOpenBLAS)
 }

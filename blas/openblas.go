@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"unsafe"
 )
 
@@ -27,6 +28,11 @@ import (
 type openBLAS struct {
 	sgemm unsafe.Pointer // cblas_sgemm, in the library's memory
 	info  Info
+	// split is how many goroutines a large product is divided over, each
+	// calling the library single-threaded (see Load).
+	split int
+	// big takes the dimensions beyond the library's C int.
+	big *Go
 }
 
 var _ Impl = (*openBLAS)(nil)
@@ -43,6 +49,11 @@ var _ Impl = (*openBLAS)(nil)
 // The library is then checked on a few small GEMMs against a float64
 // reference. If it computes a wrong result, Load returns Gonum instead,
 // with Info().Note saying why, and a nil error.
+//
+// Each product large enough to share is split into opts.Threads blocks
+// of C, one goroutine each, and OpenBLAS runs single-threaded inside each
+// (openblas_set_num_threads(1)), so the only threads computing are the
+// Go runtime's.
 //
 // The library stays loaded for the life of the process (unloading OpenBLAS
 // with its thread pool running is unsafe), and a second Load gets the same
@@ -97,11 +108,26 @@ func Load(opts LoadOptions) (Impl, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
+	// OpenBLAS runs single-threaded and we split each product over our own
+	// goroutines: its pthreads pool spins and yields while waiting for
+	// work, and on a machine with as many cores as Go workers that fought
+	// the backend's goroutines for the CPU (14% of a training step in the
+	// scheduler). A library without openblas_set_num_threads keeps its own
+	// threading and gets one call at a time.
+	split := threads
+	libThreads := 1
 	if setThreads != nil {
-		C.gt_openblas_set_num_threads(setThreads, C.int(threads))
+		C.gt_openblas_set_num_threads(setThreads, 1)
+	} else {
+		split = 1
+		libThreads = threads
 	}
 	if getThreads != nil {
-		threads = int(C.gt_openblas_get_num_threads(getThreads))
+		libThreads = int(C.gt_openblas_get_num_threads(getThreads))
+	}
+	if libThreads > 1 {
+		split = 1
+		threads = libThreads
 	}
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
@@ -120,7 +146,7 @@ func Load(opts LoadOptions) (Impl, error) {
 		info.Config = strings.TrimSpace(C.GoString(C.gt_openblas_get_config(getConfig)))
 	}
 
-	return verify(&openBLAS{sgemm: sgemm, info: info}), nil
+	return verify(&openBLAS{sgemm: sgemm, info: info, split: split, big: NewGo(threads)}), nil
 }
 
 // Info implements Impl.
@@ -135,10 +161,60 @@ func (o *openBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []fl
 	// for us, just not for it.
 	for _, v := range [...]int{m, n, k, lda, ldb, ldc} {
 		if v > math.MaxInt32 {
-			Gonum{}.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+			o.big.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 			return
 		}
 	}
+	if o.split <= 1 || m*n*k < splitWork {
+		o.call(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	// Blocks of C along its longer side, aligned to 16 so each block's
+	// kernel tiles stay whole; each block is an independent GEMM on
+	// sub-slices of A or B.
+	parts := min(o.split, (max(m, n)+15)/16)
+	var wg sync.WaitGroup
+	for w := range parts {
+		block := func() {
+			if m >= n {
+				i0, i1 := cut(m, parts, w), cut(m, parts, w+1)
+				aoff := i0 * lda
+				if transA {
+					aoff = i0
+				}
+				o.call(transA, transB, i1-i0, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+			} else {
+				j0, j1 := cut(n, parts, w), cut(n, parts, w+1)
+				boff := j0
+				if transB {
+					boff = j0 * ldb
+				}
+				o.call(transA, transB, m, j1-j0, k, alpha, a, lda, b[boff:], ldb, beta, c[j0:], ldc)
+			}
+		}
+		if w == parts-1 {
+			block()
+		} else {
+			wg.Go(block)
+		}
+	}
+	wg.Wait()
+}
+
+// splitWork is the multiply-add count below which a product runs on the
+// calling goroutine (attention's 64³ tiles do).
+const splitWork = 1 << 21
+
+// cut is where block w of parts starts in [0, size), in multiples of 16.
+func cut(size, parts, w int) int {
+	if w >= parts {
+		return size
+	}
+	return min(size, (size*w/parts+15)/16*16)
+}
+
+// call is one cblas_sgemm on the calling thread; m, n, k > 0.
+func (o *openBLAS) call(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	ta, tb := C.gt_cblas_transpose(C.CblasNoTrans), C.gt_cblas_transpose(C.CblasNoTrans)
 	if transA {
 		ta = C.CblasTrans

@@ -106,13 +106,13 @@ func selfCheck(impl Impl) error {
 	return nil
 }
 
-// verify returns impl if it passes the self-check, and otherwise Gonum,
-// whose Info().Note names the failed implementation and its first wrong
+// verify returns impl if it passes the self-check, and otherwise the Go
+// GEMM, whose Info().Note names the failed implementation and its first wrong
 // result, so a wrong GEMM is never used silently.
 func verify(impl Impl) Impl {
 	if err := selfCheck(impl); err != nil {
 		info := impl.Info()
-		return fallback{note: fmt.Sprintf("%s %s (core %s) failed the GEMM self-check, using gonum: %v", info.Name, info.Library, info.CoreType, err)}
+		return fallbackGo{Go: NewGo(info.Threads), note: fmt.Sprintf("%s %s (core %s) failed the GEMM self-check, using the Go GEMM: %v", info.Name, info.Library, info.CoreType, err)}
 	}
 	return impl
 }

@@ -115,17 +115,43 @@ func TestCompareSgemmRejectsNaN(t *testing.T) {
 }
 
 // TestVerifyFallsBack checks what Load does with a library that fails the
-// self-check: Gonum takes over and Info says which library failed and how.
+// self-check: the Go GEMM takes over and Info says which library failed and how.
 func TestVerifyFallsBack(t *testing.T) {
 	if got := verify(naive{}); got != (naive{}) {
 		t.Errorf("verify replaced a correct GEMM: %+v", got.Info())
 	}
 	got := verify(naive{bug: "multiply NaN by beta 0"})
 	info := got.Info()
-	if info.Name != "gonum" || !strings.Contains(info.Note, "naive multiply NaN by beta 0") || !strings.Contains(info.Note, "self-check") {
+	if info.Name != "go" || !strings.Contains(info.Note, "naive multiply NaN by beta 0") || !strings.Contains(info.Note, "self-check") {
 		t.Errorf("verify of a wrong GEMM: %+v", info)
 	}
 	if err := selfCheck(got); err != nil {
 		t.Errorf("fallback is wrong too: %v", err)
+	}
+}
+
+// TestSelect: each name gives the GEMM it names (or an error naming the
+// choices), and auto never gives gonum.
+func TestSelect(t *testing.T) {
+	impl, err := Select("go", 2)
+	if err != nil || impl.Info().Name != "go" || impl.Info().Threads != 2 {
+		t.Errorf(`Select("go"): %v, %v`, impl, err)
+	}
+	if err := selfCheck(impl); err != nil {
+		t.Errorf("the Go GEMM fails the self-check: %v", err)
+	}
+	auto, err := Select("", 1)
+	if err != nil || auto.Info().Name == "gonum" {
+		t.Errorf(`Select(""): %v, %v`, auto, err)
+	}
+	if PreferGo && auto.Info().Name != "go" {
+		t.Errorf("auto with PreferGo chose %s", auto.Info().Name)
+	}
+	if _, err := Select("mkl", 1); err == nil || !strings.Contains(err.Error(), `"mkl"`) || !strings.Contains(err.Error(), "openblas") {
+		t.Errorf(`Select("mkl"): %v`, err)
+	}
+	t.Setenv(EnvBLAS, "mkl")
+	if _, info := Default(1); info.Name != "go" || !strings.Contains(info.Note, "mkl") {
+		t.Errorf("Default with $%s=mkl: %+v", EnvBLAS, info)
 	}
 }

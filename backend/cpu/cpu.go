@@ -74,7 +74,7 @@ func New(o Options) *Backend {
 	return &Backend{
 		gemm:       o.Gemm,
 		threads:    threads,
-		pureGoGemm: info.Name == "gonum",
+		pureGoGemm: info.Name == "gonum" || info.Name == "go",
 		live:       make(map[*backend.Memory]struct{}),
 	}
 }

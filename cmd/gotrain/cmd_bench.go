@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/cpu"
 	"github.com/gotrain/gotrain/backend/meta"
 	"github.com/gotrain/gotrain/blas"
 	"github.com/gotrain/gotrain/config"
@@ -25,7 +26,9 @@ func benchCommand() *cli.Command {
 		Usage: "time training steps of a model on one device: tokens/s and MFU",
 		Description: "Runs forward, backward and an AdamW step on random tokens (no data needed) with one device,\n" +
 			"after one untimed warm-up step. MFU is 6 × matmul weights + attention FLOPs per token over the device's peak: the\n" +
-			"bf16 tensor-core peak of known GPUs, the measured sgemm roofline on the CPU, or --peak-flops.\n\n" +
+			"bf16 tensor-core peak of known GPUs, or --peak-flops. On the CPU the peak is the roofline of the GEMM the run used\n" +
+			"(--blas), measured after the steps on the largest GEMM shapes the step ran and a 1024³ product: the best rate that\n" +
+			"GEMM reaches, so MFU stays at or below 100%.\n\n" +
 			"With --dry-run nothing runs on a device: the trainer's real step runs on the accounting backend, and a\n" +
 			"cost model prices every kernel and GEMM the CUDA backend would launch at the published peaks of\n" +
 			"--gpu (roofline: the larger of FLOPs over peak and bytes over bandwidth). It prints a per-op table,\n" +
@@ -36,7 +39,8 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "batch", Value: 4, Usage: "micro-batch size B"},
 			&cli.IntFlag{Name: "seq-len", Value: 1024, Usage: "sequence length T"},
 			&cli.IntFlag{Name: "steps", Value: 10, Usage: "timed steps"},
-			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "parameter and activation storage: fp32 or bf16 (fp32 master and moments either way)"},
+			&cli.StringFlag{Name: "dtype", Value: "auto", Usage: "parameter and activation storage: fp32, bf16 or auto (fp32 master and moments either way); auto is bf16 on a GPU and on a CPU where the backend's bf16 GEMM is faster than fp32, else fp32"},
+			&cli.StringFlag{Name: "blas", Value: "auto", Usage: "CPU GEMM: go (gotrain's own), openblas, or auto ($" + blas.EnvBLAS + ", else go)"},
 			&cli.BoolFlag{Name: "gradient-checkpointing", Usage: "recompute activations in backward"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.Float64Flag{Name: "peak-flops", Usage: "the device's peak FLOP/s for MFU (0: known GPU table or measured CPU roofline)"},
@@ -59,7 +63,7 @@ func runBench(c *cli.Context) error {
 	if note != "" {
 		fmt.Fprintf(c.App.ErrWriter, "info: --device auto chose the CPU: %s\n", note)
 	}
-	cfg, B, T, dt, err := benchShape(c)
+	cfg, B, T, dt, err := benchShape(c, device)
 	if err != nil {
 		return err
 	}
@@ -83,20 +87,32 @@ func runBench(c *cli.Context) error {
 		if peak == 0 {
 			peak, _ = gpuPeakFLOPS(gi.Name)
 		}
-	} else {
-		var info blasInfo
-		if be, info, err = newBackend(threads); err != nil {
+	}
+	var rec *blas.Recorder
+	var impl blas.Impl
+	if device != "cuda" {
+		var info blas.Info
+		if impl, info, err = benchBLAS(c.String("blas"), threads); err != nil {
 			return err
 		}
-		what = fmt.Sprintf("CPU, %d threads, BLAS %s", threads, info.describe())
-		if peak == 0 {
-			peak = blas.MeasurePeak(info.impl, 0.5) * 1e9
+		rec = blas.NewRecorder(impl)
+		be = cpu.New(cpu.Options{Gemm: rec, Threads: threads})
+		what = fmt.Sprintf("CPU, %d threads, BLAS %s", threads, blasInfo{impl: impl, info: info}.describe())
+		if dt == backend.BF16 && !cpu.FastBF16() {
+			fmt.Fprintf(c.App.ErrWriter, "info: --dtype bf16 on this CPU is slower than fp32: %s\n", cpu.BF16Note())
 		}
 	}
 
 	res, err := benchSteps(be, cfg, B, T, steps, dt, c.Bool("gradient-checkpointing"))
 	if err != nil {
 		return err
+	}
+	if rec != nil && peak == 0 {
+		// After the steps, on the shapes they ran: the roofline of the GEMM
+		// this run used, warm.
+		g, best := blas.MeasureRoofline(impl, append(rec.Top(6), blas.SquareShape), 1)
+		peak = g * 1e9
+		what += fmt.Sprintf(", roofline %.1f GFLOP/s at %s", g, shapeString(best))
 	}
 	flops := cfg.FlopsPerToken(T)
 	fmt.Fprintf(w, "bench %s | %s | B %d × T %d, %s, %s parameters\n", be.Name(), what, B, T, dt, groupDigits(int64(cfg.NumParams())))
@@ -110,9 +126,36 @@ func runBench(c *cli.Context) error {
 	return nil
 }
 
+// benchBLAS is the CPU GEMM --blas names: auto follows $GOTRAIN_BLAS and
+// falls back to the Go GEMM; an explicit openblas that cannot load is an
+// error, so a comparison never silently times the wrong library.
+func benchBLAS(choice string, threads int) (blas.Impl, blas.Info, error) {
+	if choice == "" || choice == blas.ChoiceAuto {
+		impl, info := blas.Default(threads)
+		return impl, info, nil
+	}
+	impl, err := blas.Select(choice, threads)
+	if err != nil {
+		return nil, blas.Info{}, fmt.Errorf("--blas: %w", err)
+	}
+	return impl, impl.Info(), nil
+}
+
+// shapeString names a GEMM shape as M×N×K with its transposes (NT: A as
+// stored, B transposed).
+func shapeString(s blas.Shape) string {
+	t := func(b bool) string {
+		if b {
+			return "T"
+		}
+		return "N"
+	}
+	return fmt.Sprintf("%d×%d×%d %s%s", s.M, s.N, s.K, t(s.TransA), t(s.TransB))
+}
+
 // benchShape reads the model, batch, sequence length, step count and
-// dtype flags.
-func benchShape(c *cli.Context) (cfg model.Config, B, T int, dt backend.DType, err error) {
+// dtype flags; --dtype auto depends on the device.
+func benchShape(c *cli.Context, device string) (cfg model.Config, B, T int, dt backend.DType, err error) {
 	cfg, err = model.ByName(c.String("model"))
 	if err != nil {
 		return cfg, 0, 0, 0, fmt.Errorf("--model: %w", err)
@@ -122,12 +165,17 @@ func benchShape(c *cli.Context) (cfg model.Config, B, T int, dt backend.DType, e
 		return cfg, 0, 0, 0, fmt.Errorf("bench: need batch ≥ 1, 1 ≤ seq-len ≤ %d (the model's context) and steps ≥ 1", cfg.MaxT)
 	}
 	switch c.String("dtype") {
+	case "auto":
+		dt = backend.BF16
+		if device == "cpu" && !cpu.FastBF16() {
+			dt = backend.F32
+		}
 	case "fp32":
 		dt = backend.F32
 	case "bf16":
 		dt = backend.BF16
 	default:
-		return cfg, 0, 0, 0, fmt.Errorf("--dtype %q: want fp32 or bf16", c.String("dtype"))
+		return cfg, 0, 0, 0, fmt.Errorf("--dtype %q: want fp32, bf16 or auto", c.String("dtype"))
 	}
 	return cfg, B, T, dt, nil
 }
@@ -142,7 +190,7 @@ func runBenchDry(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--gpu: %w", err)
 	}
-	cfg, B, T, dt, err := benchShape(c)
+	cfg, B, T, dt, err := benchShape(c, "cuda")
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -32,5 +33,37 @@ func TestBenchDryRun(t *testing.T) {
 	if _, _, err := run(t, "bench", "--dry-run", "--gpu", "tpu", "--model", "gpt2-tiny"); err == nil ||
 		!strings.Contains(err.Error(), "h100") {
 		t.Errorf("--gpu tpu: %v", err)
+	}
+}
+
+// TestBenchCPUHonestNumbers: on the CPU, bench defaults to fp32 (the
+// backend's bf16 is not faster), names the GEMM it used, takes MFU
+// against that GEMM's roofline (so it is at most 100%), and refuses an
+// unknown --blas.
+func TestBenchCPUHonestNumbers(t *testing.T) {
+	_, modelCfg, _ := distFixture(t)
+	out, _, err := run(t, "bench", "--device", "cpu", "--model", modelCfg, "--batch", "2", "--seq-len", "16",
+		"--steps", "2", "--threads", "1", "--blas", "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"BLAS go", "roofline", ", fp32,"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	i := strings.Index(out, "MFU ")
+	if i < 0 {
+		t.Fatalf("no MFU in:\n%s", out)
+	}
+	var mfu float64
+	if _, err := fmt.Sscanf(out[i:], "MFU %f%%", &mfu); err != nil {
+		t.Fatalf("MFU in %q: %v", out[i:], err)
+	}
+	if mfu <= 0 || mfu > 100 {
+		t.Errorf("MFU %.1f%% outside (0, 100]:\n%s", mfu, out)
+	}
+	if _, _, err := run(t, "bench", "--device", "cpu", "--model", modelCfg, "--seq-len", "16", "--blas", "mkl"); err == nil || !strings.Contains(err.Error(), "mkl") {
+		t.Errorf("--blas mkl: %v", err)
 	}
 }

@@ -129,11 +129,13 @@ func doctorCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "doctor",
 		Usage: "report what this machine offers gotrain: CPU, BLAS and its core type, measured GEMM speed, GPUs",
-		Description: "Loads OpenBLAS as training would (choosing OPENBLAS_CORETYPE from the CPU features when unset,\n" +
-			"then checking it against a Go reference) and measures sgemm GFLOP/s, the roofline MFU is taken against.",
+		Description: "Picks the CPU GEMM as training would (--blas, else $" + blas.EnvBLAS + ", else gotrain's own Go GEMM; OpenBLAS\n" +
+			"gets OPENBLAS_CORETYPE from the CPU features when unset and is checked against a Go reference) and measures\n" +
+			"that GEMM's sgemm GFLOP/s, the roofline MFU is taken against.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 			&cli.IntFlag{Name: "threads", Usage: "BLAS threads (0: all cores)"},
+			&cli.StringFlag{Name: "blas", Value: "auto", Usage: "CPU GEMM to report and time: go, openblas or auto"},
 			&cli.Float64Flag{Name: "seconds", Value: 1, Usage: "time spent measuring GEMM speed"},
 			&cli.BoolFlag{Name: "selftest", Usage: "on a GPU: run every op against the CPU backend and print the errors, a GEMM and a collective figure"},
 			&cli.IntFlag{Name: "gpu", Usage: "--selftest: the GPU to test (ordinal among the visible ones)"},
@@ -148,7 +150,10 @@ func doctorCommand() *cli.Command {
 			if c.Bool("selftest") {
 				return runSelftest(c, threads)
 			}
-			impl, info := blas.Default(threads)
+			impl, info, err := benchBLAS(c.String("blas"), threads)
+			if err != nil {
+				return err
+			}
 			r := doctorReport{
 				OS: runtime.GOOS, Arch: runtime.GOARCH, CPU: cpuModel(), Cores: runtime.NumCPU(),
 				CPUFeatures: blas.HostCPUFeatures().Names(), GoVersion: runtime.Version(), BLAS: info,
@@ -189,7 +194,7 @@ func doctorCommand() *cli.Command {
 			if info.Note != "" {
 				fmt.Fprintf(w, "note         %s\n", info.Note)
 			}
-			fmt.Fprintf(w, "sgemm        %.1f GFLOP/s (1024×1024×1024, fp32)\n", r.SgemmGFLOPS)
+			fmt.Fprintf(w, "sgemm        %.1f GFLOP/s (1024×1024×1024, fp32, the %s GEMM above)\n", r.SgemmGFLOPS, info.Name)
 			fmt.Fprintf(w, "vector math  %s (softmax and exp loops; avx512 needs a GOEXPERIMENT=simd build, as make build does)\n", r.VectorMath)
 			printGPUs(w, r)
 			return nil

@@ -1,0 +1,36 @@
+package gogemm
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func benchShape(b *testing.B, g *Gemm, transA, transB bool, m, n, k int) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := make([]float32, m*k)
+	w := make([]float32, n*k)
+	out := make([]float32, m*n)
+	for i := range x {
+		x[i] = rng.Float32() - 0.5
+	}
+	for i := range w {
+		w[i] = rng.Float32() - 0.5
+	}
+	lda, ldb := k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	calls := 0
+	for b.Loop() {
+		g.Sgemm(transA, transB, m, n, k, 1, x, lda, w, ldb, 0, out, n)
+		calls++
+	}
+	b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(calls)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+func BenchmarkKernel1(b *testing.B) { benchShape(b, New(1), false, true, 2048, 768, 256) }
+func BenchmarkKernel2(b *testing.B) { benchShape(b, New(2), false, true, 2048, 768, 256) }
+func BenchmarkSquare1(b *testing.B) { benchShape(b, New(1), false, false, 1024, 1024, 1024) }
