@@ -131,6 +131,14 @@ type Backend interface {
 	// padded columns 0. dloss is the gradient of the total loss w.r.t. each
 	// row's loss (1/(B·T·gas) for a mean). dlogits may alias probs.
 	CrossEntropyBackward(dlogits, probs, targets Buffer, dloss float32, N, V, Vp int)
+	// FusedClassifier is llm.c's fused_classifier: for each of N rows of
+	// logits (N,Vp), losses (N, F32) = logsumexp − logits[target] over the
+	// first V columns and, when dloss ≠ 0, logits is overwritten in its own
+	// dtype with dlogits = (softmax − onehot(target))·dloss, padded columns
+	// 0. One pass over the logits and no (N,Vp) probabilities: a 16-bit
+	// model's classifier gradient stays 16-bit, so its GEMMs do too. With
+	// dloss = 0 the logits are left as they are (the forward's loss).
+	FusedClassifier(losses, logits, targets Buffer, dloss float32, N, V, Vp int)
 
 	// AdamW updates param (and master, when not the zero Buffer) from grad:
 	// m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²; with g = grad·GradScale;

@@ -109,9 +109,9 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 	Vp := cfg.Vp
 	for r0 := 0; r0 < N; r0 += logitChunkRows {
 		n := min(logitChunkRows, N-r0)
-		chunk := a.chunk.Slice(0, n*Vp)
+		chunk := m.logitsChunk(r0, n)
 		be.MatmulForward(chunk, a.lnf.Slice(r0*C, n*C), head, backend.Buffer{}, n, C, Vp)
-		be.CrossEntropyForward(a.losses.Slice(r0, n), m.probsChunk(r0, n), chunk, a.targets.Slice(r0, n), n, cfg.V, Vp)
+		be.FusedClassifier(a.losses.Slice(r0, n), chunk, a.targets.Slice(r0, n), 0, n, cfg.V, Vp)
 	}
 	if err := st.Release(headGroup, false); err != nil {
 		return 0, m.storeErr("release", headGroup, false, err)
@@ -166,20 +166,19 @@ func (m *Model) Backward(dlossScale float32) error {
 	}
 
 	// The classifier runs chunk by chunk, the same way with and without
-	// checkpointing (which recomputes each chunk's probabilities), so both
-	// sum dhead in the same order and give the same bits. dlogits overwrite
-	// the probabilities in place.
+	// checkpointing (which recomputes each chunk's logits), so both sum
+	// dhead in the same order and give the same bits. The fused classifier
+	// overwrites the logits with dlogits in their own dtype, so a 16-bit
+	// model's head GEMMs stay 16-bit.
 	Vp := cfg.Vp
 	for r0 := 0; r0 < N; r0 += logitChunkRows {
 		n := min(logitChunkRows, N-r0)
-		lnf, tg, probs := a.lnf.Slice(r0*C, n*C), a.targets.Slice(r0, n), m.probsChunk(r0, n)
+		lnf, tg, dlogits := a.lnf.Slice(r0*C, n*C), a.targets.Slice(r0, n), m.logitsChunk(r0, n)
 		if a.ckpt {
-			chunk := a.chunk.Slice(0, n*Vp)
-			be.MatmulForward(chunk, lnf, head, backend.Buffer{}, n, C, Vp)
-			be.CrossEntropyForward(a.losses.Slice(r0, n), probs, chunk, tg, n, cfg.V, Vp)
+			be.MatmulForward(dlogits, lnf, head, backend.Buffer{}, n, C, Vp)
 		}
-		be.CrossEntropyBackward(probs, probs, tg, dlossScale, n, cfg.V, Vp)
-		be.MatmulBackward(a.dbtc.Slice(r0*C, n*C), dhead, backend.Buffer{}, probs, lnf, head, n, C, Vp)
+		be.FusedClassifier(a.losses.Slice(r0, n), dlogits, tg, dlossScale, n, cfg.V, Vp)
+		be.MatmulBackward(a.dbtc.Slice(r0*C, n*C), dhead, backend.Buffer{}, dlogits, lnf, head, n, C, Vp)
 	}
 	lnfIn := m.blockOutput(cfg.L - 1)
 	if !a.ckptX.IsNil() { // kept in a host pool: ops read the device
@@ -351,11 +350,11 @@ func (m *Model) blockOutput(l int) backend.Buffer {
 	return m.acts.blocks[l].residual3
 }
 
-// probsChunk is where rows [r0, r0+n) of the probabilities live.
-func (m *Model) probsChunk(r0, n int) backend.Buffer {
+// logitsChunk is where rows [r0, r0+n) of the logits (then dlogits) live.
+func (m *Model) logitsChunk(r0, n int) backend.Buffer {
 	Vp := m.cfg.Vp
 	if m.acts.ckpt {
-		return m.acts.probs.Slice(0, n*Vp)
+		return m.acts.chunk.Slice(0, n*Vp)
 	}
 	return m.acts.logits.Slice(r0*Vp, n*Vp)
 }

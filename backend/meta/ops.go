@@ -152,6 +152,12 @@ func (be *Backend) CrossEntropyBackward(dlogits, probs, targets backend.Buffer, 
 		in("targets", targets, N))
 }
 
+// FusedClassifier implements backend.Backend.
+func (be *Backend) FusedClassifier(losses, logits, targets backend.Buffer, dloss float32, N, V, Vp int) {
+	be.call("FusedClassifier", dims("N", N, "V", V, "Vp", Vp), out("losses", losses, N), out("logits", logits, N*Vp),
+		in("targets", targets, N))
+}
+
 // AdamW implements backend.Backend.
 func (be *Backend) AdamW(param, master, grad, m, v backend.Buffer, p backend.AdamWParams) {
 	if p.Step < 1 {
