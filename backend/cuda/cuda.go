@@ -41,6 +41,11 @@ type Options struct {
 	// Host runs ops on host-pool buffers (the CPU backend). It never
 	// allocates: the Backend owns every buffer.
 	Host backend.Backend
+	// AllowTF32 lets GEMMs whose inputs are fp32 run on tensor cores in
+	// TF32 (CUBLAS_COMPUTE_32F_FAST_TF32: 10-bit mantissas in, fp32
+	// accumulation), PyTorch's allow_tf32. Off, fp32 training multiplies
+	// in true fp32 and matches the CPU backend. bf16 GEMMs are unaffected.
+	AllowTF32 bool
 }
 
 // Backend is the CUDA backend on one device.
@@ -51,6 +56,7 @@ type Backend struct {
 	blas   *cublas.Handle
 	lt     *ltState // nil without Options.BLASLt
 	host   backend.Backend
+	tf32   bool // Options.AllowTF32
 
 	mu     sync.Mutex
 	stats  backend.MemoryStats
@@ -82,7 +88,7 @@ func New(o Options) (*Backend, error) {
 		_ = k.Close()
 		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
-	b := &Backend{dev: o.Device, stream: st, k: k, host: o.Host,
+	b := &Backend{dev: o.Device, stream: st, k: k, host: o.Host, tf32: o.AllowTF32,
 		pinned: make(map[*backend.Memory]cu.HostBuffer), live: make(map[*backend.Memory]struct{})}
 	err = o.Device.Do(func(*cu.Ctx) error {
 		h, err := o.BLAS.NewHandle()
@@ -278,6 +284,16 @@ func (b *Backend) readDevice(dst []byte, src cu.DevicePtr) error {
 		return err
 	}
 	return b.dev.CopyDtoH(dst, src)
+}
+
+// compute is the cuBLAS compute type of a GEMM whose A and B are dt:
+// fp32 accumulation always; fp32 inputs on TF32 tensor cores only when
+// Options.AllowTF32 said so.
+func (b *Backend) compute(dt kernels.DType) cublas.ComputeType {
+	if dt == kernels.F32 && b.tf32 {
+		return cublas.Compute32FFastTF32
+	}
+	return cublas.Compute32F
 }
 
 // gemm runs fn on the device thread with the cuBLAS handle.

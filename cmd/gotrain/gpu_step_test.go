@@ -42,7 +42,7 @@ func TestGPUStepStructure(t *testing.T) {
 		}
 	}
 	cnt := cudatest.NewCounters(t)
-	gpu, err := openGPU(0, 1)
+	gpu, err := openGPU(0, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,7 @@ func ncclRank(drv *cuda.Driver, lib *nccl.Library, r int, ln net.Listener, fn fu
 	if err != nil {
 		return err
 	}
-	be, err := newCUDABackend(dev, 1)
+	be, err := newCUDABackend(dev, 1, false)
 	if err != nil {
 		_ = dev.Close()
 		return err
