@@ -145,10 +145,26 @@ type Backend interface {
 	// p -= LR·(m̂/(√v̂+eps) + WeightDecay·p). With master (F32) the math runs
 	// on master and param receives master rounded to its dtype. m and v are F32.
 	AdamW(param, master, grad, m, v Buffer, p AdamWParams)
+	// AddSum: acc (F32, one element) += Σx over x (F32), without waiting
+	// for the device: a loss summed over micro-batches is read once per
+	// optimizer step.
+	AddSum(acc, x Buffer)
 	// SumSquares returns Σx² in float64 accumulation (blocks until done).
 	SumSquares(x Buffer) float64
 	// NonFinite reports whether x holds a NaN or an Inf (blocks).
 	NonFinite(x Buffer) bool
+}
+
+// QueuedReader is implemented by backends whose reads of device memory
+// can be queued behind the work already queued (the CUDA backend: an
+// async copy into pinned memory). A value read once per optimizer step,
+// such as the loss summed over its micro-batches, then arrives with a
+// synchronisation the step makes anyway instead of one of its own.
+type QueuedReader interface {
+	// QueueRead queues a copy of src's bytes to the host and returns the
+	// function that returns them, waiting for the device only if the
+	// backend has not waited for it since the call. Call it once.
+	QueueRead(src Buffer) func() ([]byte, error)
 }
 
 // ResidualLayerNormer is implemented by backends that fuse the residual

@@ -19,6 +19,22 @@ import (
 // over Vp columns (head: the embedding when tied, else lm_head); softmax
 // and loss over the first V columns only.
 func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
+	return m.forward(inputs, targets, B, T, backend.Buffer{})
+}
+
+// ForwardQueued is Forward with targets that waits for nothing: it adds
+// the sum of the B·T per-token losses to lossSum (F32, one element, on the
+// device) instead of reading them back, so a trainer reads the loss of all
+// its micro-batches once per optimizer step.
+func (m *Model) ForwardQueued(inputs, targets []int32, B, T int, lossSum backend.Buffer) error {
+	if targets == nil || lossSum.Len() != 1 || lossSum.DType() != backend.F32 {
+		return fmt.Errorf("model: a queued forward needs targets and an F32 loss accumulator of one element")
+	}
+	_, err := m.forward(inputs, targets, B, T, lossSum)
+	return err
+}
+
+func (m *Model) forward(inputs, targets []int32, B, T int, lossSum backend.Buffer) (float32, error) {
 	if err := m.checkBatch(inputs, targets, B, T); err != nil {
 		return 0, err
 	}
@@ -116,6 +132,11 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 	if err := st.Release(headGroup, false); err != nil {
 		return 0, m.storeErr("release", headGroup, false, err)
 	}
+	m.state = passLoss
+	if !lossSum.IsNil() {
+		be.AddSum(lossSum, a.losses)
+		return 0, nil
+	}
 	if err := be.Sync(); err != nil {
 		return 0, fmt.Errorf("model: forward: %w", err)
 	}
@@ -127,14 +148,14 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 	for _, x := range losses {
 		sum += float64(x)
 	}
-	m.state = passLoss
 	return float32(sum / float64(N)), nil
 }
 
 // Backward adds to the store's gradient buffers the gradient of dlossScale·Σ(per-token losses) of
 // the last Forward, which must have had targets. For a mean over a global
 // batch pass 1/(B·T·accumulation steps·world size); calling Forward and
-// Backward once per micro-batch accumulates.
+// Backward once per micro-batch accumulates. It queues the work and waits
+// for nothing: the backend's next Sync reports a device failure.
 func (m *Model) Backward(dlossScale float32) error {
 	if m.state != passLoss {
 		return fmt.Errorf("model: backward needs a Forward with targets first (and runs once per Forward)")
@@ -230,9 +251,6 @@ func (m *Model) Backward(dlossScale float32) error {
 	be.EncoderBackward(dwte, dwpe, a.dres, a.inputs, B, T, C)
 	if err := st.Release(0, true); err != nil {
 		return m.storeErr("release", 0, true, err)
-	}
-	if err := be.Sync(); err != nil {
-		return fmt.Errorf("model: backward: %w", err)
 	}
 	m.state = passBackward
 	return nil

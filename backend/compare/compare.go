@@ -341,6 +341,12 @@ func (p *pair) ops(s Shape, d DTypes) {
 	p.c.FusedClassifier(fl.c, logits.c, targets.c, 1/float32(N), N, V, Vp)
 	p.same("fused classifier losses with dlogits", fl)
 	p.same("fused classifier dlogits", logits)
+	acc := p.alloc(backend.F32, 1)
+	p.g.AddSum(acc.g, fl.g)
+	p.c.AddSum(acc.c, fl.c)
+	p.g.AddSum(acc.g, losses.g)
+	p.c.AddSum(acc.c, losses.c)
+	p.same("summed losses", acc)
 
 	// AdamW with and without an fp32 master, then the reductions.
 	n := N*C + 3

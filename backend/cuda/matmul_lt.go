@@ -79,6 +79,7 @@ func (b *Backend) ltLinear(op string, out, aux, x, w, bias kernels.Tensor, gelu 
 	}
 	err := b.dev.Do(func(c *cu.Ctx) error {
 		p.Workspace, p.WorkspaceBytes = b.ltWorkspace(c)
+		c.MarkQueued(b.stream)
 		return b.lt.h.MatmulRowMajor(p)
 	})
 	if errors.Is(err, cublas.ErrNoPlan) {

@@ -158,6 +158,14 @@ func (be *Backend) FusedClassifier(losses, logits, targets backend.Buffer, dloss
 		in("targets", targets, N))
 }
 
+// AddSum implements backend.Backend.
+func (be *Backend) AddSum(acc, x backend.Buffer) {
+	if acc.DType() != backend.F32 || x.DType() != backend.F32 {
+		panic("meta: AddSum: acc and x must be F32")
+	}
+	be.call("AddSum", dims("N", x.Len()), out("acc", acc, 1), in("x", x, x.Len()))
+}
+
 // AdamW implements backend.Backend.
 func (be *Backend) AdamW(param, master, grad, m, v backend.Buffer, p backend.AdamWParams) {
 	if p.Step < 1 {
