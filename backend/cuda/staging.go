@@ -16,7 +16,9 @@ const maxStagedBytes = 4 << 20
 // stream. A block lent at epoch e is free again once the backend has
 // waited for the stream after it (epoch > e): its copy is then done. The
 // trainer waits once per step, so a step reuses the blocks of the step
-// before and allocates nothing after the first. Guarded by Backend.mu.
+// before and allocates nothing after the first. Uploads are copied into a
+// block before the call returns, so the caller may reuse its bytes.
+// Guarded by Backend.mu.
 type stagingPool struct {
 	epoch uint64 // waits for the compute stream so far
 	slots []*stagingSlot
@@ -53,11 +55,11 @@ func (p *stagingPool) take(b *Backend, n int) (*stagingSlot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pinned staging of %d bytes: %w", size, err)
 	}
+	// Not in MemoryStats, which accounts what callers allocate and the ops'
+	// device workspace: a step holds a handful of these small blocks.
 	b.mu.Lock()
 	s := &stagingSlot{buf: h, used: p.epoch, lent: true}
 	p.slots = append(p.slots, s)
-	b.stats.Current[backend.HostPinned][backend.Workspace] += int64(size)
-	b.notePeak(backend.HostPinned)
 	b.mu.Unlock()
 	return s, nil
 }

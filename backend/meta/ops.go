@@ -154,7 +154,11 @@ func (be *Backend) CrossEntropyBackward(dlogits, probs, targets backend.Buffer, 
 
 // FusedClassifier implements backend.Backend.
 func (be *Backend) FusedClassifier(losses, logits, targets backend.Buffer, dloss float32, N, V, Vp int) {
-	be.call("FusedClassifier", dims("N", N, "V", V, "Vp", Vp), out("losses", losses, N), out("logits", logits, N*Vp),
+	write := 0 // dims say whether dlogits are written: the cost model prices the second pass
+	if dloss != 0 {
+		write = 1
+	}
+	be.call("FusedClassifier", dims("N", N, "V", V, "Vp", Vp, "dlogits", write), out("losses", losses, N), out("logits", logits, N*Vp),
 		in("targets", targets, N))
 }
 
