@@ -131,16 +131,40 @@ type Backend interface {
 	// padded columns 0. dloss is the gradient of the total loss w.r.t. each
 	// row's loss (1/(B·T·gas) for a mean). dlogits may alias probs.
 	CrossEntropyBackward(dlogits, probs, targets Buffer, dloss float32, N, V, Vp int)
+	// FusedClassifier is llm.c's fused_classifier: for each of N rows of
+	// logits (N,Vp), losses (N, F32) = logsumexp − logits[target] over the
+	// first V columns and, when dloss ≠ 0, logits is overwritten in its own
+	// dtype with dlogits = (softmax − onehot(target))·dloss, padded columns
+	// 0. One pass over the logits and no (N,Vp) probabilities: a 16-bit
+	// model's classifier gradient stays 16-bit, so its GEMMs do too. With
+	// dloss = 0 the logits are left as they are (the forward's loss).
+	FusedClassifier(losses, logits, targets Buffer, dloss float32, N, V, Vp int)
 
 	// AdamW updates param (and master, when not the zero Buffer) from grad:
 	// m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²; with g = grad·GradScale;
 	// p -= LR·(m̂/(√v̂+eps) + WeightDecay·p). With master (F32) the math runs
 	// on master and param receives master rounded to its dtype. m and v are F32.
 	AdamW(param, master, grad, m, v Buffer, p AdamWParams)
+	// AddSum: acc (F32, one element) += Σx over x (F32), without waiting
+	// for the device: a loss summed over micro-batches is read once per
+	// optimizer step.
+	AddSum(acc, x Buffer)
 	// SumSquares returns Σx² in float64 accumulation (blocks until done).
 	SumSquares(x Buffer) float64
 	// NonFinite reports whether x holds a NaN or an Inf (blocks).
 	NonFinite(x Buffer) bool
+}
+
+// QueuedReader is implemented by backends whose reads of device memory
+// can be queued behind the work already queued (the CUDA backend: an
+// async copy into pinned memory). A value read once per optimizer step,
+// such as the loss summed over its micro-batches, then arrives with a
+// synchronisation the step makes anyway instead of one of its own.
+type QueuedReader interface {
+	// QueueRead queues a copy of src's bytes to the host and returns the
+	// function that returns them, waiting for the device only if the
+	// backend has not waited for it since the call. Call it once.
+	QueueRead(src Buffer) func() ([]byte, error)
 }
 
 // ResidualLayerNormer is implemented by backends that fuse the residual

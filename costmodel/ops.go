@@ -97,6 +97,21 @@ func formula(v view) ([]Part, bool) {
 			Bytes: 2*v.bytes("logits") + v.bytes("probs") + v.bytes("targets") + v.bytes("losses")}), true
 	case "CrossEntropyBackward":
 		return one(v.kernel("kernel cross-entropy backward", 2)), true
+	case "FusedClassifier":
+		// One block per row: a pass over the logits for the softmax state
+		// and the loss; with dlogits, a second pass that reads each logit
+		// again and overwrites it in its own dtype. No probabilities.
+		N, Vp := v.dim("N"), v.dim("Vp")
+		p := Part{Name: "kernel fused classifier (loss)", Unit: CUDACores, FLOPs: 4 * float64(N*Vp), Calls: 1,
+			Bytes: v.bytes("logits") + v.bytes("targets") + v.bytes("losses")}
+		if v.dim("dlogits") != 0 {
+			p.Name = "kernel fused classifier (loss and dlogits)"
+			p.FLOPs += 6 * float64(N*Vp)
+			p.Bytes += 2 * v.bytes("logits")
+		}
+		return one(p), true
+	case "AddSum":
+		return one(Part{Name: "kernel add sum", Unit: CUDACores, FLOPs: float64(v.len("x")), Bytes: v.bytes("x") + 8, Calls: 1}), true
 	case "AdamW":
 		return one(v.kernel("kernel adamw", 16)), true
 	case "SumSquares":

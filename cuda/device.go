@@ -23,6 +23,10 @@ type Device struct {
 	dev  C.CUdevice
 	ctx  uintptr
 
+	// queued marks the streams that may have work no synchronisation
+	// has waited for; only the device thread touches it.
+	queued map[Stream]bool
+
 	work     chan func()
 	quit     chan struct{}
 	done     chan struct{}
@@ -49,7 +53,7 @@ func (drv *Driver) Open(ordinal int) (*Device, error) {
 		return nil, err
 	}
 	d := &Device{
-		drv: drv, info: info, dev: dev,
+		drv: drv, info: info, dev: dev, queued: map[Stream]bool{},
 		work: make(chan func()), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	started := make(chan error, 1)
@@ -163,6 +167,7 @@ func (c *Ctx) Synchronize() error {
 	if r := C.gt_cuCtxSynchronize(c.d.drv.sym.ctxSynchronize); r != C.CUDA_SUCCESS {
 		return c.err(r, "cuCtxSynchronize (device %d)", c.d.info.Ordinal)
 	}
+	clear(c.d.queued)
 	return nil
 }
 

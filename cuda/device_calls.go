@@ -105,6 +105,12 @@ func (d *Device) StreamSynchronize(s Stream) error {
 	return d.Do(func(c *Ctx) error { return c.StreamSynchronize(s) })
 }
 
+// SyncIfQueued waits for s only if work was queued on it since the last
+// wait (Ctx.SyncIfQueued).
+func (d *Device) SyncIfQueued(s Stream) (bool, error) {
+	return do1(d, func(c *Ctx) (bool, error) { return c.SyncIfQueued(s) })
+}
+
 // StreamQuery reports whether the work queued on s is done, without
 // waiting for it.
 func (d *Device) StreamQuery(s Stream) (bool, error) {

@@ -95,6 +95,7 @@ func (c *Ctx) CopyDtoD(dst, src DevicePtr, bytes int) error {
 // CopyHtoDAsync queues a copy of src (pinned memory, which must stay
 // allocated until the copy is done) to dst on s.
 func (c *Ctx) CopyHtoDAsync(dst DevicePtr, src HostBuffer, s Stream) error {
+	c.d.queued[s] = true
 	if src.n == 0 {
 		return nil
 	}
@@ -107,6 +108,7 @@ func (c *Ctx) CopyHtoDAsync(dst DevicePtr, src HostBuffer, s Stream) error {
 // CopyDtoHAsync queues a copy of dst.Len() bytes from src into dst (pinned
 // memory) on s; dst holds the data once s has reached this point.
 func (c *Ctx) CopyDtoHAsync(dst HostBuffer, src DevicePtr, s Stream) error {
+	c.d.queued[s] = true
 	if dst.n == 0 {
 		return nil
 	}
@@ -118,6 +120,7 @@ func (c *Ctx) CopyDtoHAsync(dst HostBuffer, src DevicePtr, s Stream) error {
 
 // CopyDtoDAsync queues a device-to-device copy on s.
 func (c *Ctx) CopyDtoDAsync(dst, src DevicePtr, bytes int, s Stream) error {
+	c.d.queued[s] = true
 	if r := C.gt_cuMemcpyDtoDAsync(c.d.drv.sym.memcpyDtoDAsync, C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(bytes), C.uintptr_t(s)); r != C.CUDA_SUCCESS {
 		return c.err(r, "cuMemcpyDtoDAsync_v2 (%d bytes %#x to %#x)", bytes, uintptr(src), uintptr(dst))
 	}
@@ -143,6 +146,7 @@ func (c *Ctx) MemsetD32(p DevicePtr, v uint32, n int) error {
 
 // MemsetD8Async queues setting n bytes at p to v on s.
 func (c *Ctx) MemsetD8Async(p DevicePtr, v byte, n int, s Stream) error {
+	c.d.queued[s] = true
 	if r := C.gt_cuMemsetD8Async(c.d.drv.sym.memsetD8Async, C.CUdeviceptr(p), C.uchar(v), C.size_t(n), C.uintptr_t(s)); r != C.CUDA_SUCCESS {
 		return c.err(r, "cuMemsetD8Async (%d bytes at %#x)", n, uintptr(p))
 	}

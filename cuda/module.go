@@ -97,6 +97,7 @@ func (c *Ctx) Launch(f Function, cfg LaunchConfig, args ...any) error {
 		offsPtr = (*C.size_t)(unsafe.Pointer(&offs[0]))
 	}
 	g, b := cfg.Grid.norm(), cfg.Block.norm()
+	c.d.queued[cfg.Stream] = true
 	r := C.gt_cuLaunchKernel(c.d.drv.sym.launchKernel, C.uintptr_t(f.h),
 		C.uint(g.X), C.uint(g.Y), C.uint(g.Z), C.uint(b.X), C.uint(b.Y), C.uint(b.Z),
 		C.uint(cfg.SharedMemBytes), C.uintptr_t(cfg.Stream), blockPtr, C.size_t(len(block)), offsPtr, C.int(len(offs)))

@@ -39,7 +39,24 @@ func (c *Ctx) StreamSynchronize(s Stream) error {
 	if r := C.gt_cuStreamSynchronize(c.d.drv.sym.streamSynchronize, C.uintptr_t(s)); r != C.CUDA_SUCCESS {
 		return c.err(r, "cuStreamSynchronize")
 	}
+	delete(c.d.queued, s)
 	return nil
+}
+
+// MarkQueued records that work was queued on s by a library that queues
+// without this package (cuBLAS, cuBLASLt), so SyncIfQueued waits for it.
+// This package's own async calls mark their stream themselves.
+func (c *Ctx) MarkQueued(s Stream) { c.d.queued[s] = true }
+
+// SyncIfQueued is StreamSynchronize when anything was queued on s since
+// the last wait for it (by this package's async calls or MarkQueued), and
+// nothing otherwise: a second synchronisation with nothing in between
+// costs no call. It reports whether it waited.
+func (c *Ctx) SyncIfQueued(s Stream) (bool, error) {
+	if !c.d.queued[s] {
+		return false, nil
+	}
+	return true, c.StreamSynchronize(s)
 }
 
 // StreamQuery reports whether all work queued on s is done, without
@@ -59,6 +76,7 @@ func (c *Ctx) StreamQuery(s Stream) (done bool, err error) {
 
 // StreamWaitEvent makes later work on s wait until e's recorded point.
 func (c *Ctx) StreamWaitEvent(s Stream, e Event) error {
+	c.d.queued[s] = true
 	if r := C.gt_cuStreamWaitEvent(c.d.drv.sym.streamWaitEvent, C.uintptr_t(s), C.uintptr_t(e), 0); r != C.CUDA_SUCCESS {
 		return c.err(r, "cuStreamWaitEvent")
 	}
@@ -81,6 +99,7 @@ func (c *Ctx) NewEvent(timing bool) (Event, error) {
 
 // RecordEvent records e at the current end of s.
 func (c *Ctx) RecordEvent(e Event, s Stream) error {
+	c.d.queued[s] = true
 	if r := C.gt_cuEventRecord(c.d.drv.sym.eventRecord, C.uintptr_t(e), C.uintptr_t(s)); r != C.CUDA_SUCCESS {
 		return c.err(r, "cuEventRecord")
 	}

@@ -104,3 +104,42 @@ extern "C" __global__ void gt_crossentropy_backward(void *dlogits, int dlogits_d
 		}
 	}
 }
+
+// gt_fused_classifier is llm.c's fused_classifier: one block per row, one
+// online pass for the softmax statistics, the loss, then (write_dlogits)
+// dlogits = (softmax − onehot(target))·dloss over the logits themselves,
+// in their own dtype, padded columns 0. No (N,Vp) probabilities exist.
+// The loss reads logits[target] before the barrier that precedes the
+// writes, and each later element is read by the thread that overwrites
+// it, so the in-place update is safe.
+extern "C" __global__ void gt_fused_classifier(float *losses, void *logits, int logits_dt, const int *targets, float dloss, int write_dlogits, int N, int V, int Vp) {
+	for (long long r = blockIdx.x; r < N; r += gridDim.x) {
+		long long off = r * Vp;
+		float m = GT_NEG_INF;
+		float s = 0.0f;
+		for (int j = threadIdx.x; j < V; j += blockDim.x) {
+			gt_ce_merge(m, s, gt_load(logits, logits_dt, off + j), 1.0f);
+		}
+		gt_ce_block_softmax_state(m, s);
+		int tg = targets[r];
+		bool ok = tg >= 0 && tg < V;
+		if (threadIdx.x == 0) {
+			losses[r] = ok ? logf(s) + m - gt_load(logits, logits_dt, off + tg) : GT_CE_NAN;
+		}
+		if (!write_dlogits) {
+			continue;
+		}
+		__syncthreads();
+		float inv = 1.0f / s;
+		for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
+			float d = 0.0f;
+			if (j < V) {
+				d = ok ? expf(gt_load(logits, logits_dt, off + j) - m) * inv * dloss : GT_CE_NAN;
+				if (j == tg) {
+					d -= dloss;
+				}
+			}
+			gt_store(logits, logits_dt, off + j, d);
+		}
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
+	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/backend/backendtest"
 	"github.com/gotrain/gotrain/kernels"
 	"github.com/gotrain/gotrain/kernels/emu"
@@ -83,5 +85,88 @@ func TestCrossEntropyKernelsRowsAndBadTargets(t *testing.T) {
 			t.Errorf("row %d: loss %g, want %g", row, l[row], want[row])
 		}
 		closeTo(t, "dlogits", dr, wantD[row*Vp:(row+1)*Vp], 1e-5)
+	}
+}
+
+// The fused classifier on a two-block grid, in place over bf16 logits:
+// losses match the float64 reference on the bf16 values, dlogits match
+// (softmax − onehot)·dloss to bf16 rounding with padded columns 0, a bad
+// target poisons only its row (NaN loss and real columns), and
+// write_dlogits = 0 leaves the logits' bits as they were.
+func TestFusedClassifierKernelInPlaceBF16(t *testing.T) {
+	lib := emu.ForTest(t)
+	r := rand.New(rand.NewPCG(9, 4))
+	const N, V, Vp = 5, 300, 320
+	x := normalF32(r, N*Vp)
+	raw := emu.Alloc(2 * N * Vp)
+	bits := unsafe.Slice((*uint16)(unsafe.Pointer(&raw.Bytes()[0])), N*Vp)
+	for i := range x {
+		x[i] *= 3
+		if i%Vp >= V {
+			x[i] = 500 // padded columns never enter the softmax
+		}
+		bits[i] = backend.BF16FromF32(float32(x[i]))
+		x[i] = float64(backend.F32FromBF16(bits[i]))
+	}
+	orig := append([]uint16(nil), bits...)
+	tg := []int32{3, V - 1, -1, 0, 17}
+	safe := append([]int32(nil), tg...)
+	safe[2] = 0
+	want, wantP := make([]float64, N), make([]float64, N*Vp)
+	backendtest.RefCrossEntropyForward(want, wantP, x, safe, N, V, Vp)
+	const dloss = 0.25
+	wantD := make([]float64, N*Vp)
+	backendtest.RefCrossEntropyBackward(wantD, wantP, safe, dloss, N, V, Vp)
+
+	targets, losses := emu.Alloc(4*N), emu.Alloc(4*N)
+	defer func() {
+		for _, m := range []*emu.Mem{raw, targets, losses} {
+			m.Free()
+		}
+	}()
+	copy(targets.Int32s(), tg)
+	bf16 := int32(kernels.BF16)
+	grid, block := emu.Dim{X: 2}, emu.Dim{X: 256}
+	for _, write := range []int32{0, 1} {
+		if err := lib.Launch("gt_fused_classifier", grid, block,
+			losses, raw, bf16, targets, float32(dloss), write, int32(N), int32(V), int32(Vp)); err != nil {
+			t.Fatal(err)
+		}
+		l := losses.Float32s()
+		for row := 0; row < N; row++ {
+			if row == 2 {
+				if !math.IsNaN(float64(l[row])) {
+					t.Errorf("row 2 with target -1: loss %g, want NaN", l[row])
+				}
+				continue
+			}
+			if math.Abs(float64(l[row])-want[row]) > 1e-5*want[row] {
+				t.Errorf("write %d row %d: loss %g, want %g", write, row, l[row], want[row])
+			}
+		}
+		if write == 0 {
+			for i := range bits {
+				if bits[i] != orig[i] {
+					t.Fatalf("write_dlogits 0 changed logit %d", i)
+				}
+			}
+		}
+	}
+	for row := 0; row < N; row++ {
+		for j := 0; j < Vp; j++ {
+			got := float64(backend.F32FromBF16(bits[row*Vp+j]))
+			switch w := wantD[row*Vp+j]; {
+			case j >= V:
+				if got != 0 {
+					t.Errorf("row %d: dlogits[%d] = %g in a padded column", row, j, got)
+				}
+			case row == 2:
+				if !math.IsNaN(got) {
+					t.Fatalf("row 2: dlogits[%d] = %g, want NaN", j, got)
+				}
+			case math.Abs(got-w) > 1e-6+math.Abs(w)/128:
+				t.Errorf("row %d: dlogits[%d] = %g, want %g (bf16)", row, j, got, w)
+			}
+		}
 	}
 }

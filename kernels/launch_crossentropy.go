@@ -54,3 +54,25 @@ func (s *Set) CrossEntropyBackward(st cuda.Stream, dlogits, probs, targets Tenso
 	return s.launch("gt_crossentropy_backward", st, blocksFor(N, 1), ceThreads,
 		dlogits.Ptr, int32(dlogits.DT), probs.Ptr, targets.Ptr, dloss, int32(N), int32(V), int32(Vp))
 }
+
+// FusedClassifier queues gt_fused_classifier: for each of N rows of
+// logits (N,Vp), losses (N, F32) = logsumexp − logits[target] over the
+// first V columns and, when dloss ≠ 0, logits overwritten in place by
+// (softmax − onehot(target))·dloss in its own dtype, padded columns 0. A
+// target outside [0, V) gives a NaN loss and NaN real columns.
+func (s *Set) FusedClassifier(st cuda.Stream, losses, logits, targets Tensor, dloss float32, N, V, Vp int) error {
+	const op = "FusedClassifier"
+	mustF32(op, "losses", losses)
+	if targets.DT != I32 {
+		panic("kernels: " + op + ": targets must be I32")
+	}
+	if err := ceCheck(op, N, V, Vp); err != nil || N == 0 {
+		return err
+	}
+	write := int32(0)
+	if dloss != 0 {
+		write = 1
+	}
+	return s.launch("gt_fused_classifier", st, blocksFor(N, 1), ceThreads,
+		losses.Ptr, logits.Ptr, int32(logits.DT), targets.Ptr, dloss, write, int32(N), int32(V), int32(Vp))
+}

@@ -68,3 +68,14 @@ func mustFloat(op string, t Tensor) {
 		panic("kernels: " + op + ": x must be F32, BF16 or F16")
 	}
 }
+
+// AddSum queues gt_add_sum: acc (F32, one element) += Σx over the n F32
+// elements of x, in one block, accumulated in float64 in a fixed order.
+func (s *Set) AddSum(st cuda.Stream, acc, x Tensor, n int) error {
+	mustF32("AddSum", "acc", acc)
+	mustF32("AddSum", "x", x)
+	if n < 0 {
+		panic("kernels: AddSum: negative length")
+	}
+	return s.launch("gt_add_sum", st, 1, reduceThreads, acc.Ptr, x.Ptr, int64(n))
+}

@@ -43,3 +43,19 @@ extern "C" __global__ void gt_nonfinite(int *flag, const void *x, int dt, long l
 		}
 	}
 }
+
+// gt_add_sum adds Σx over n F32 elements to *acc, in one block: each
+// thread sums its strided elements in float64, the block adds the
+// threads' sums in a fixed order, and thread 0 updates acc. One block is
+// plenty for what it sums (a micro-batch's per-token losses) and keeps
+// the result the same bits on every run with no second pass.
+extern "C" __global__ void gt_add_sum(float *acc, const float *x, long long n) {
+	double s = 0.0;
+	for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+		s += (double)x[i];
+	}
+	s = gt_block_sum_f64(s);
+	if (threadIdx.x == 0) {
+		*acc = (float)((double)*acc + s);
+	}
+}

@@ -34,7 +34,6 @@ type activations struct {
 	ckpt  bool
 	saved []backend.Buffer
 	ckptX backend.Buffer // (N,C) on the device: a host-pool saved input copied back for recompute
-	probs backend.Buffer // F32 (logitChunkRows,Vp): recomputed probabilities (ckpt only)
 
 	inputs, targets backend.Buffer // I32 (B,T)
 	// cos and sin are RoPE's F32 (T, HD/2) tables for positions 0..T-1,
@@ -45,14 +44,13 @@ type activations struct {
 	blocks           []blockActs
 	lnf              backend.Buffer // (N,C)
 	lnfMean, lnfRstd backend.Buffer // F32 (N); lnfMean LayerNorm only
-	// logits is F32 (N,Vp): the logits after a Forward without targets;
-	// with targets, the probabilities, which backward overwrites with
-	// dlogits in place. The backend contract does not let probs alias the
-	// logits they are computed from, so with targets the logits go through
-	// chunk, logitChunkRows rows at a time: one (N,Vp) buffer instead of
-	// two, which is most of the memory at small C.
+	// logits is (N,Vp) in the activations' dtype: the logits, which the
+	// backend's fused classifier overwrites with dlogits in place in
+	// backward. No probabilities are stored. With checkpointing there is
+	// no (N,Vp) buffer: chunk holds logitChunkRows rows at a time,
+	// recomputed in backward.
 	logits backend.Buffer
-	chunk  backend.Buffer // (logitChunkRows,Vp) or (N,Vp) if smaller
+	chunk  backend.Buffer // (logitChunkRows,Vp) or (N,Vp) if smaller; ckpt only
 	losses backend.Buffer // F32 (N)
 
 	// Scratch shared by every block; activation gradients are written (=),
@@ -148,7 +146,6 @@ func planActivations(a *activations, cfg Config, B, T int, dt backend.DType, ckp
 		if ckptPool != backend.Device {
 			p.add(&a.ckptX, dt, N*C)
 		}
-		p.add(&a.probs, backend.F32, min(N, logitChunkRows)*cfg.Vp)
 	}
 	a.blocks = make([]blockActs, nblocks)
 	for l := range a.blocks {
@@ -183,11 +180,11 @@ func planActivations(a *activations, cfg Config, B, T int, dt backend.DType, ckp
 	}
 	p.add(&a.lnfRstd, backend.F32, N)
 	if !ckpt {
-		// With checkpointing the probabilities are recomputed chunk by chunk
-		// in backward instead (a.probs).
-		p.add(&a.logits, backend.F32, N*cfg.Vp)
+		p.add(&a.logits, dt, N*cfg.Vp)
+	} else {
+		// The logits are recomputed chunk by chunk in backward.
+		p.add(&a.chunk, dt, min(N, logitChunkRows)*cfg.Vp)
 	}
-	p.add(&a.chunk, dt, min(N, logitChunkRows)*cfg.Vp)
 	p.add(&a.losses, backend.F32, N)
 	p.add(&a.scratch, dt, N*C)
 	p.add(&a.dres, dt, N*C)

@@ -23,6 +23,22 @@ import (
 // over Vp columns (head: the embedding when tied, else lm_head); softmax
 // and loss over the first V columns only.
 func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
+	return m.forward(inputs, targets, B, T, backend.Buffer{})
+}
+
+// ForwardQueued is Forward with targets that waits for nothing: it adds
+// the sum of the B·T per-token losses to lossSum (F32, one element, on the
+// device) instead of reading them back, so a trainer reads the loss of all
+// its micro-batches once per optimizer step.
+func (m *Model) ForwardQueued(inputs, targets []int32, B, T int, lossSum backend.Buffer) error {
+	if targets == nil || lossSum.Len() != 1 || lossSum.DType() != backend.F32 {
+		return fmt.Errorf("model: a queued forward needs targets and an F32 loss accumulator of one element")
+	}
+	_, err := m.forward(inputs, targets, B, T, lossSum)
+	return err
+}
+
+func (m *Model) forward(inputs, targets []int32, B, T int, lossSum backend.Buffer) (float32, error) {
 	if err := m.checkBatch(inputs, targets, B, T); err != nil {
 		return 0, err
 	}
@@ -113,12 +129,18 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 	Vp := cfg.Vp
 	for r0 := 0; r0 < N; r0 += logitChunkRows {
 		n := min(logitChunkRows, N-r0)
-		chunk := a.chunk.Slice(0, n*Vp)
+		chunk := m.logitsChunk(r0, n)
 		be.MatmulForward(chunk, a.lnf.Slice(r0*C, n*C), head, backend.Buffer{}, n, C, Vp)
-		be.CrossEntropyForward(a.losses.Slice(r0, n), m.probsChunk(r0, n), chunk, a.targets.Slice(r0, n), n, cfg.V, Vp)
+		be.FusedClassifier(a.losses.Slice(r0, n), chunk, a.targets.Slice(r0, n), 0, n, cfg.V, Vp)
 	}
 	if err := st.Release(headGroup, false); err != nil {
 		return 0, m.storeErr("release", headGroup, false, err)
+	}
+	m.state = passLoss
+	m.zeroIgnored(a.losses, 0, N, 1)
+	if !lossSum.IsNil() {
+		be.AddSum(lossSum, a.losses)
+		return 0, nil
 	}
 	if err := be.Sync(); err != nil {
 		return 0, fmt.Errorf("model: forward: %w", err)
@@ -141,7 +163,6 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		}
 		count -= ignoredCount(m.ignored)
 	}
-	m.state = passLoss
 	if count == 0 {
 		return 0, nil
 	}
@@ -187,12 +208,13 @@ func ignoredCount(runs [][2]int32) int {
 // zeroIgnored zeroes the gradient rows (dlogits, (n,Vp) from row r0) of
 // the ignored targets among rows [r0, r0+n): one op per run, and chat
 // data's ignored targets come in a few runs per row (prompt, padding).
-func (m *Model) zeroIgnored(dlogits backend.Buffer, r0, n int) {
-	Vp := m.cfg.Vp
+// With width 1 and r0 0 it zeroes the ignored rows' losses, so a sum of
+// the losses on the device (ForwardQueued) leaves them out too.
+func (m *Model) zeroIgnored(rows backend.Buffer, r0, n, width int) {
 	for _, r := range m.ignored {
 		lo, hi := max(int(r[0]), r0), min(int(r[1]), r0+n)
 		if lo < hi {
-			m.be.Zero(dlogits.Slice((lo-r0)*Vp, (hi-lo)*Vp))
+			m.be.Zero(rows.Slice((lo-r0)*width, (hi-lo)*width))
 		}
 	}
 }
@@ -200,7 +222,8 @@ func (m *Model) zeroIgnored(dlogits backend.Buffer, r0, n int) {
 // Backward adds to the store's gradient buffers the gradient of dlossScale·Σ(per-token losses) of
 // the last Forward, which must have had targets. For a mean over a global
 // batch pass 1/(B·T·accumulation steps·world size); calling Forward and
-// Backward once per micro-batch accumulates.
+// Backward once per micro-batch accumulates. It queues the work and waits
+// for nothing: the backend's next Sync reports a device failure.
 func (m *Model) Backward(dlossScale float32) error {
 	if m.state != passLoss {
 		return fmt.Errorf("model: backward needs a Forward with targets first (and runs once per Forward)")
@@ -232,21 +255,20 @@ func (m *Model) Backward(dlossScale float32) error {
 	}
 
 	// The classifier runs chunk by chunk, the same way with and without
-	// checkpointing (which recomputes each chunk's probabilities), so both
-	// sum dhead in the same order and give the same bits. dlogits overwrite
-	// the probabilities in place.
+	// checkpointing (which recomputes each chunk's logits), so both sum
+	// dhead in the same order and give the same bits. The fused classifier
+	// overwrites the logits with dlogits in their own dtype, so a 16-bit
+	// model's head GEMMs stay 16-bit.
 	Vp := cfg.Vp
 	for r0 := 0; r0 < N; r0 += logitChunkRows {
 		n := min(logitChunkRows, N-r0)
-		lnf, tg, probs := a.lnf.Slice(r0*C, n*C), a.targets.Slice(r0, n), m.probsChunk(r0, n)
+		lnf, tg, dlogits := a.lnf.Slice(r0*C, n*C), a.targets.Slice(r0, n), m.logitsChunk(r0, n)
 		if a.ckpt {
-			chunk := a.chunk.Slice(0, n*Vp)
-			be.MatmulForward(chunk, lnf, head, backend.Buffer{}, n, C, Vp)
-			be.CrossEntropyForward(a.losses.Slice(r0, n), probs, chunk, tg, n, cfg.V, Vp)
+			be.MatmulForward(dlogits, lnf, head, backend.Buffer{}, n, C, Vp)
 		}
-		be.CrossEntropyBackward(probs, probs, tg, dlossScale, n, cfg.V, Vp)
-		m.zeroIgnored(probs, r0, n)
-		be.MatmulBackward(a.dbtc.Slice(r0*C, n*C), dhead, backend.Buffer{}, probs, lnf, head, n, C, Vp)
+		be.FusedClassifier(a.losses.Slice(r0, n), dlogits, tg, dlossScale, n, cfg.V, Vp)
+		m.zeroIgnored(dlogits, r0, n, Vp)
+		be.MatmulBackward(a.dbtc.Slice(r0*C, n*C), dhead, backend.Buffer{}, dlogits, lnf, head, n, C, Vp)
 	}
 	lnfIn := m.blockOutput(cfg.L - 1)
 	if !a.ckptX.IsNil() { // kept in a host pool: ops read the device
@@ -298,9 +320,6 @@ func (m *Model) Backward(dlossScale float32) error {
 	be.EncoderBackward(dwte, dwpe, a.dres, a.inputs, B, T, C)
 	if err := st.Release(0, true); err != nil {
 		return m.storeErr("release", 0, true, err)
-	}
-	if err := be.Sync(); err != nil {
-		return fmt.Errorf("model: backward: %w", err)
 	}
 	m.state = passBackward
 	return nil
@@ -418,11 +437,11 @@ func (m *Model) blockOutput(l int) backend.Buffer {
 	return m.acts.blocks[l].residual3
 }
 
-// probsChunk is where rows [r0, r0+n) of the probabilities live.
-func (m *Model) probsChunk(r0, n int) backend.Buffer {
+// logitsChunk is where rows [r0, r0+n) of the logits (then dlogits) live.
+func (m *Model) logitsChunk(r0, n int) backend.Buffer {
 	Vp := m.cfg.Vp
 	if m.acts.ckpt {
-		return m.acts.probs.Slice(0, n*Vp)
+		return m.acts.chunk.Slice(0, n*Vp)
 	}
 	return m.acts.logits.Slice(r0*Vp, n*Vp)
 }

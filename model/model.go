@@ -47,7 +47,7 @@ type pass uint8
 const (
 	passNone     pass = iota
 	passLogits        // Forward without targets: logits hold logits
-	passLoss          // Forward with targets: logits hold probabilities, losses are set
+	passLoss          // Forward with targets: logits hold logits, losses are set
 	passBackward      // Backward ran: logits hold dlogits
 )
 
@@ -168,9 +168,10 @@ func (m *Model) freeActivations() {
 // ActivationBytes is the memory the model holds for activations now.
 func (m *Model) ActivationBytes() int64 { return m.actB }
 
-// Logits is the (B,T,Vp) F32 output of the last Forward. After a Forward
-// with targets it holds probabilities, and after Backward the gradient
-// w.r.t. the logits: the three share memory. Columns V..Vp-1 are GPT-2's
+// Logits is the (B,T,Vp) output of the last Forward, in the activations'
+// dtype; after Backward it holds the gradient w.r.t. the logits (the
+// two share memory). With activation checkpointing it is the zero Buffer
+// (logits are recomputed chunk by chunk). Columns V..Vp-1 are GPT-2's
 // padding.
 func (m *Model) Logits() backend.Buffer {
 	if m.acts == nil {

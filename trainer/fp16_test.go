@@ -34,7 +34,7 @@ type fp16Step struct {
 // agree bit for bit. Each overflow halves the scale (hysteresis 1).
 func TestFP16OverflowSkipsTheStepAndHalvesTheScale(t *testing.T) {
 	mcfg := model.GPT2(model.Config{MaxT: 16, V: 64, Vp: 128, L: 2, NH: 2, C: 32})
-	const B, T, steps, power = 4, 16, 16, 24
+	const B, T, steps, power = 4, 16, 8, 24
 	batch := markovTokens(B*T+1, 64, 9)
 	tokens := make([]int32, 0, (steps+2)*B*T+1)
 	for range steps + 2 {

@@ -30,8 +30,10 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	t.Run("Gelu", func(t *testing.T) { testGelu(t, newBackend) })
 	t.Run("Residual", func(t *testing.T) { testResidual(t, newBackend) })
 	t.Run("CrossEntropy", func(t *testing.T) { testCrossEntropy(t, newBackend) })
+	t.Run("FusedClassifier", func(t *testing.T) { testFusedClassifier(t, newBackend) })
 	t.Run("AdamW", func(t *testing.T) { testAdamW(t, newBackend) })
 	t.Run("Reduce", func(t *testing.T) { testReduce(t, newBackend) })
+	t.Run("AddSum", func(t *testing.T) { testAddSum(t, newBackend) })
 	t.Run("Decoder", func(t *testing.T) {
 		if !RunDecoder(t, newBackend) {
 			t.Skip("the backend does not implement backend.DecoderOps (the Llama family's ops)")

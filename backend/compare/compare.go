@@ -330,6 +330,23 @@ func (p *pair) ops(s Shape, d DTypes) {
 	p.g.CrossEntropyBackward(probs.g, probs.g, targets.g, 0.5, N, V, Vp)
 	p.c.CrossEntropyBackward(probs.c, probs.c, targets.c, 0.5, N, V, Vp)
 	p.same("crossentropy dlogits in place", probs)
+	// The fused classifier: losses only, then losses and dlogits in place
+	// of the logits, in the activations' dtype.
+	fl := p.alloc(backend.F32, N)
+	p.g.FusedClassifier(fl.g, logits.g, targets.g, 0, N, V, Vp)
+	p.c.FusedClassifier(fl.c, logits.c, targets.c, 0, N, V, Vp)
+	p.same("fused classifier losses", fl)
+	p.same("fused classifier logits kept", logits)
+	p.g.FusedClassifier(fl.g, logits.g, targets.g, 1/float32(N), N, V, Vp)
+	p.c.FusedClassifier(fl.c, logits.c, targets.c, 1/float32(N), N, V, Vp)
+	p.same("fused classifier losses with dlogits", fl)
+	p.same("fused classifier dlogits", logits)
+	acc := p.alloc(backend.F32, 1)
+	p.g.AddSum(acc.g, fl.g)
+	p.c.AddSum(acc.c, fl.c)
+	p.g.AddSum(acc.g, losses.g)
+	p.c.AddSum(acc.c, losses.c)
+	p.same("summed losses", acc)
 
 	// AdamW with and without an fp32 master, then the reductions.
 	n := N*C + 3

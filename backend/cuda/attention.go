@@ -248,7 +248,7 @@ func (a *attCall) gemm(ta, tb cublas.Op, m, n, k int, alpha float32, A, B attMat
 		if a.B <= a.KV {
 			for b := 0; b < a.B; b++ {
 				if err := h.GemmStridedBatchedRowMajor(ta, tb, m, n, k, alpha, A.at(b, 0), A.sg, B.at(b, 0), B.sg,
-					beta, C.at(b, 0), C.sg, a.KV, cublas.Compute32F); err != nil {
+					beta, C.at(b, 0), C.sg, a.KV, a.b.compute(A.t.DT)); err != nil {
 					return err
 				}
 			}
@@ -256,7 +256,7 @@ func (a *attCall) gemm(ta, tb cublas.Op, m, n, k int, alpha float32, A, B attMat
 		}
 		for g := 0; g < a.KV; g++ {
 			if err := h.GemmStridedBatchedRowMajor(ta, tb, m, n, k, alpha, A.at(0, g), A.sb, B.at(0, g), B.sb,
-				beta, C.at(0, g), C.sb, a.B, cublas.Compute32F); err != nil {
+				beta, C.at(0, g), C.sb, a.B, a.b.compute(A.t.DT)); err != nil {
 				return err
 			}
 		}

@@ -75,3 +75,24 @@ func overlaps(x, y backend.Buffer) bool {
 	}
 	return x.ByteOff() < y.ByteOff()+y.Bytes() && y.ByteOff() < x.ByteOff()+x.Bytes()
 }
+
+// FusedClassifier implements backend.Backend: one block per row reads the
+// row once for the softmax statistics and once more to overwrite it with
+// dlogits (kernels' gt_fused_classifier, llm.c's fused_classifier).
+func (b *Backend) FusedClassifier(losses, logits, targets backend.Buffer, dloss float32, N, V, Vp int) {
+	const op = "fused classifier"
+	if b.hostOp(op, losses, logits, targets) {
+		b.host.FusedClassifier(losses, logits, targets, dloss, N, V, Vp)
+		return
+	}
+	if N < 0 || V <= 0 || Vp < V {
+		panic("cuda: " + op + ": want N ≥ 0 and 0 < V ≤ Vp")
+	}
+	needLen(op, "losses", losses, N)
+	needLen(op, "logits", logits, N*Vp)
+	needLen(op, "targets", targets, N)
+	if losses.DType() != backend.F32 || targets.DType() != backend.I32 || !logits.DType().IsFloat() {
+		panic("cuda: " + op + ": losses must be F32, targets I32 and logits a float type")
+	}
+	b.check(op, b.k.FusedClassifier(b.stream, b.t(op, losses), b.t(op, logits), b.t(op, targets), dloss, N, V, Vp))
+}

@@ -41,6 +41,11 @@ type Options struct {
 	// Host runs ops on host-pool buffers (the CPU backend). It never
 	// allocates: the Backend owns every buffer.
 	Host backend.Backend
+	// AllowTF32 lets GEMMs whose inputs are fp32 run on tensor cores in
+	// TF32 (CUBLAS_COMPUTE_32F_FAST_TF32: 10-bit mantissas in, fp32
+	// accumulation), PyTorch's allow_tf32. Off, fp32 training multiplies
+	// in true fp32 and matches the CPU backend. bf16 GEMMs are unaffected.
+	AllowTF32 bool
 }
 
 // Backend is the CUDA backend on one device.
@@ -51,6 +56,7 @@ type Backend struct {
 	blas   *cublas.Handle
 	lt     *ltState // nil without Options.BLASLt
 	host   backend.Backend
+	tf32   bool // Options.AllowTF32
 
 	mu     sync.Mutex
 	stats  backend.MemoryStats
@@ -58,6 +64,7 @@ type Backend struct {
 	live   map[*backend.Memory]struct{}
 	err    error
 	blocks []*scratchBlock // device scratch lent by scratch()
+	stage  stagingPool     // pinned host memory for uploads and reads
 	closed bool
 }
 
@@ -82,7 +89,7 @@ func New(o Options) (*Backend, error) {
 		_ = k.Close()
 		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
-	b := &Backend{dev: o.Device, stream: st, k: k, host: o.Host,
+	b := &Backend{dev: o.Device, stream: st, k: k, host: o.Host, tf32: o.AllowTF32,
 		pinned: make(map[*backend.Memory]cu.HostBuffer), live: make(map[*backend.Memory]struct{})}
 	err = o.Device.Do(func(*cu.Ctx) error {
 		h, err := o.BLAS.NewHandle()
@@ -159,6 +166,9 @@ func (b *Backend) Close() error {
 	for _, s := range blocks {
 		keep(b.dev.Free(s.ptr))
 	}
+	b.mu.Lock()
+	keep(b.stage.free(b))
+	b.mu.Unlock()
 	keep(b.dev.Do(func(*cu.Ctx) error { return b.blas.Close() }))
 	if b.lt != nil {
 		keep(b.dev.Do(func(*cu.Ctx) error { return b.lt.h.Close() }))
@@ -183,11 +193,17 @@ func (b *Backend) check(op string, err error) {
 	b.mu.Unlock()
 }
 
-// Sync implements backend.Backend.
+// Sync implements backend.Backend. With nothing queued since the last
+// wait for the stream it makes no driver call: a step's final Sync right
+// after a read of the device costs nothing.
 func (b *Backend) Sync() error {
-	b.check("synchronize", b.dev.StreamSynchronize(b.stream))
+	waited, err := b.dev.SyncIfQueued(b.stream)
+	b.check("synchronize", err)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if waited && err == nil {
+		b.stage.epoch++
+	}
 	return b.err
 }
 
@@ -272,15 +288,47 @@ func (b *Backend) scratch(dt kernels.DType, n int) (t kernels.Tensor, release fu
 	}, true
 }
 
-// readDevice waits for the stream, then copies device bytes to dst.
+// readDevice copies device bytes to dst after the work queued before it:
+// an async copy into pinned staging and one wait for the stream (one host
+// synchronisation, not a wait and then a blocking copy).
 func (b *Backend) readDevice(dst []byte, src cu.DevicePtr) error {
+	if len(dst) > maxStagedBytes {
+		if err := b.dev.StreamSynchronize(b.stream); err != nil {
+			return err
+		}
+		return b.dev.CopyDtoH(dst, src)
+	}
+	slot, err := b.stage.take(b, len(dst))
+	if err != nil {
+		return err
+	}
+	if err := b.dev.CopyDtoHAsync(slot.buf.Slice(0, len(dst)), src, b.stream); err != nil {
+		return err
+	}
 	if err := b.dev.StreamSynchronize(b.stream); err != nil {
 		return err
 	}
-	return b.dev.CopyDtoH(dst, src)
+	copy(dst, slot.buf.Bytes())
+	b.mu.Lock()
+	b.stage.epoch++ // after the copy out: the slot is free from here
+	b.mu.Unlock()
+	return nil
+}
+
+// compute is the cuBLAS compute type of a GEMM whose A and B are dt:
+// fp32 accumulation always; fp32 inputs on TF32 tensor cores only when
+// Options.AllowTF32 said so.
+func (b *Backend) compute(dt kernels.DType) cublas.ComputeType {
+	if dt == kernels.F32 && b.tf32 {
+		return cublas.Compute32FFastTF32
+	}
+	return cublas.Compute32F
 }
 
 // gemm runs fn on the device thread with the cuBLAS handle.
 func (b *Backend) gemm(fn func(h *cublas.Handle) error) error {
-	return b.dev.Do(func(*cu.Ctx) error { return fn(b.blas) })
+	return b.dev.Do(func(c *cu.Ctx) error {
+		c.MarkQueued(b.stream)
+		return fn(b.blas)
+	})
 }

@@ -89,7 +89,7 @@ func (g *gemmArgs) gemm(ta, tb cublas.Op, m, n, k int, a kernels.Tensor, lda int
 		return
 	}
 	g.b.check(g.op, g.b.gemm(func(h *cublas.Handle) error {
-		return h.GemmRowMajor(ta, tb, m, n, k, 1, mat(a, lda), mat(b, ldb), beta, mat(c, ldc), cublas.Compute32F)
+		return h.GemmRowMajor(ta, tb, m, n, k, 1, mat(a, lda), mat(b, ldb), beta, mat(c, ldc), g.b.compute(a.DT))
 	}))
 }
 

@@ -70,7 +70,7 @@ func (b *Backend) ltLinear(op string, out, aux, x, w, bias kernels.Tensor, gelu 
 		return cublas.Matrix{Ptr: t.Ptr, Type: ltType(t), LD: max(1, ld)}
 	}
 	p := cublas.LtMatmul{TransA: cublas.NoTrans, TransB: cublas.Trans, M: N, N: OC, K: C, Alpha: 1,
-		A: mat(x, C), B: mat(w, C), C: mat(out, OC), GELU: gelu, Stream: b.stream, Compute: cublas.Compute32F}
+		A: mat(x, C), B: mat(w, C), C: mat(out, OC), GELU: gelu, Stream: b.stream, Compute: b.compute(x.DT)}
 	if bias.Ptr != 0 {
 		p.Bias = cublas.Vector{Ptr: bias.Ptr, Type: ltType(bias)}
 	}
@@ -79,6 +79,7 @@ func (b *Backend) ltLinear(op string, out, aux, x, w, bias kernels.Tensor, gelu 
 	}
 	err := b.dev.Do(func(c *cu.Ctx) error {
 		p.Workspace, p.WorkspaceBytes = b.ltWorkspace(c)
+		c.MarkQueued(b.stream)
 		return b.lt.h.MatmulRowMajor(p)
 	})
 	if errors.Is(err, cublas.ErrNoPlan) {

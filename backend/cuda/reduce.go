@@ -84,3 +84,18 @@ func (b *Backend) NonFinite(x backend.Buffer) bool {
 	}
 	return binary.NativeEndian.Uint32(raw[:]) != 0
 }
+
+// AddSum implements backend.Backend: one block adds x into acc on the
+// stream; nothing waits.
+func (b *Backend) AddSum(acc, x backend.Buffer) {
+	const op = "add sum"
+	if b.hostOp(op, acc, x) {
+		b.host.AddSum(acc, x)
+		return
+	}
+	needLen(op, "acc", acc, 1)
+	if acc.DType() != backend.F32 || x.DType() != backend.F32 {
+		panic("cuda: " + op + ": acc and x must be F32")
+	}
+	b.check(op, b.k.AddSum(b.stream, b.t(op, acc), b.t(op, x), x.Len()))
+}

@@ -25,8 +25,10 @@ func hostView(x backend.Buffer) []byte {
 func devPtr(x backend.Buffer) cu.DevicePtr { return cu.DevicePtr(x.Mem().Dev).Add(x.ByteOff()) }
 
 // Upload implements backend.Backend: src fills the first len(src) bytes
-// of dst. It waits for queued work first, so the bytes land after every op
-// queued before the call.
+// of dst, after every op queued before the call. Up to maxStagedBytes go
+// through pinned staging by an async copy on the stream (the caller may
+// reuse src at once, and nothing waits: a batch's inputs and targets cost
+// no synchronisation); larger uploads wait for the stream and copy.
 func (b *Backend) Upload(dst backend.Buffer, src []byte) error {
 	if dst.IsNil() {
 		return fmt.Errorf("cuda upload: zero Buffer")
@@ -42,6 +44,17 @@ func (b *Backend) Upload(dst backend.Buffer, src []byte) error {
 		return nil
 	}
 	if len(src) == 0 {
+		return nil
+	}
+	if len(src) <= maxStagedBytes {
+		slot, err := b.stage.take(b, len(src))
+		if err != nil {
+			return fmt.Errorf("cuda upload: %w", err)
+		}
+		copy(slot.buf.Bytes(), src)
+		if err := b.dev.CopyHtoDAsync(devPtr(dst), slot.buf.Slice(0, len(src)), b.stream); err != nil {
+			return fmt.Errorf("cuda upload %d bytes: %w", len(src), err)
+		}
 		return nil
 	}
 	if err := b.dev.StreamSynchronize(b.stream); err != nil {

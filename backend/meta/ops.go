@@ -152,6 +152,24 @@ func (be *Backend) CrossEntropyBackward(dlogits, probs, targets backend.Buffer, 
 		in("targets", targets, N))
 }
 
+// FusedClassifier implements backend.Backend.
+func (be *Backend) FusedClassifier(losses, logits, targets backend.Buffer, dloss float32, N, V, Vp int) {
+	write := 0 // dims say whether dlogits are written: the cost model prices the second pass
+	if dloss != 0 {
+		write = 1
+	}
+	be.call("FusedClassifier", dims("N", N, "V", V, "Vp", Vp, "dlogits", write), out("losses", losses, N), out("logits", logits, N*Vp),
+		in("targets", targets, N))
+}
+
+// AddSum implements backend.Backend.
+func (be *Backend) AddSum(acc, x backend.Buffer) {
+	if acc.DType() != backend.F32 || x.DType() != backend.F32 {
+		panic("meta: AddSum: acc and x must be F32")
+	}
+	be.call("AddSum", dims("N", x.Len()), out("acc", acc, 1), in("x", x, x.Len()))
+}
+
 // AdamW implements backend.Backend.
 func (be *Backend) AdamW(param, master, grad, m, v backend.Buffer, p backend.AdamWParams) {
 	if p.Step < 1 {

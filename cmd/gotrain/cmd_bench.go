@@ -35,6 +35,7 @@ func benchCommand() *cli.Command {
 			"the step time and MFU. These are a cost model's upper bounds, never a measurement.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "device", Value: "auto", Usage: "cpu, cuda or auto"},
+			&cli.BoolFlag{Name: "allow-tf32", Usage: "let fp32 GEMMs on the GPU run on TF32 tensor cores (PyTorch's allow_tf32; off: true fp32, as the CPU)"},
 			&cli.StringFlag{Name: "model", Value: "gpt2", Usage: "preset or config.json"},
 			&cli.IntFlag{Name: "batch", Value: 4, Usage: "micro-batch size B"},
 			&cli.IntFlag{Name: "seq-len", Value: 1024, Usage: "sequence length T"},
@@ -76,7 +77,7 @@ func runBench(c *cli.Context) error {
 	var be backend.Backend
 	var what string
 	if device == "cuda" {
-		gpu, err := openGPU(0, threads)
+		gpu, err := openGPU(0, threads, c.Bool("allow-tf32"))
 		if err != nil {
 			return err
 		}

@@ -56,6 +56,7 @@ func trainCommand() *cli.Command {
 			&cli.BoolFlag{Name: "shuffle", Usage: "visit shards and batches in a seeded random order each epoch (default: llm.c's sequential order)"},
 			&cli.StringFlag{Name: "device", Value: "auto", Usage: "cpu, cuda or auto (cuda when a GPU and its libraries are present)"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads for the CPU backend and BLAS (0: all cores)"},
+			&cli.BoolFlag{Name: "allow-tf32", Usage: "let fp32 GEMMs on the GPU run on TF32 tensor cores (PyTorch's allow_tf32; off: true fp32, as the CPU)"},
 			&cli.Float64Flag{Name: "peak-flops", Usage: "peak FLOP/s of one rank for MFU (0: measure the sgemm roofline at start-up)"},
 			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},
 			&cli.IntFlag{Name: "save-every", Usage: "save a checkpoint every `N` steps (always at the end and on SIGTERM/Ctrl-C)"},
@@ -278,7 +279,7 @@ func openTrainDevice(c *cli.Context, device string, rk launch.Rank, mcfg model.C
 	}
 	var err error
 	if device == "cuda" {
-		if d.gpu, err = openGPU(rk.LocalRank, d.threads); err != nil {
+		if d.gpu, err = openGPU(rk.LocalRank, d.threads, c.Bool("allow-tf32")); err != nil {
 			return nil, err
 		}
 		d.be = d.gpu.be

@@ -50,7 +50,7 @@ func runSelftest(c *cli.Context, threads int) error {
 	gi := dev.Info()
 	fmt.Fprintf(w, "gpu %d: %s, sm_%d, %.1f GiB, driver %s\n", ord, gi.Name, gi.SM(), float64(gi.TotalMemoryBytes)/(1<<30), drv.VersionString())
 	start := time.Now()
-	be, err := newCUDABackend(dev, threads)
+	be, err := newCUDABackend(dev, threads, false)
 	if err != nil {
 		return err
 	}
@@ -239,7 +239,7 @@ func selftestRank(ctx context.Context, drv *cuda.Driver, lib *nccl.Library, r, s
 		return comm.Bandwidth{}, err
 	}
 	defer dev.Close()
-	be, err := newCUDABackend(dev, max(1, threads/size))
+	be, err := newCUDABackend(dev, max(1, threads/size), false)
 	if err != nil {
 		return comm.Bandwidth{}, err
 	}

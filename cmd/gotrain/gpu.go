@@ -83,7 +83,7 @@ func firstLine(s string) string {
 // applies CUDA_VISIBLE_DEVICES, so ordinal 0 is the first visible one) and
 // builds the CUDA backend on it; hostThreads sizes the CPU backend that
 // runs offloaded optimizer steps.
-func openGPU(localRank, hostThreads int) (*gpuRank, error) {
+func openGPU(localRank, hostThreads int, allowTF32 bool) (*gpuRank, error) {
 	drv, err := cuda.Load(cuda.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("--device cuda: %w", err)
@@ -104,7 +104,7 @@ func openGPU(localRank, hostThreads int) (*gpuRank, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--device cuda: %w", err)
 	}
-	be, err := newCUDABackend(dev, hostThreads)
+	be, err := newCUDABackend(dev, hostThreads, allowTF32)
 	if err != nil {
 		_ = dev.Close()
 		return nil, err
@@ -114,7 +114,7 @@ func openGPU(localRank, hostThreads int) (*gpuRank, error) {
 
 // newCUDABackend compiles (or loads from the cache) the kernel program for
 // dev and creates the backend.
-func newCUDABackend(dev *cuda.Device, hostThreads int) (*cudabe.Backend, error) {
+func newCUDABackend(dev *cuda.Device, hostThreads int, allowTF32 bool) (*cudabe.Backend, error) {
 	nv, err := kernels.LoadNVRTC(kernels.NVRTCOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("--device cuda: %w", err)
@@ -136,7 +136,7 @@ func newCUDABackend(dev *cuda.Device, hostThreads int) (*cudabe.Backend, error) 
 	}
 	impl, _ := blas.Default(hostThreads)
 	be, err := cudabe.New(cudabe.Options{Device: dev, Compiler: kernels.NewCompiler(nv, cache), BLAS: bl, BLASLt: lt,
-		Host: cpu.New(cpu.Options{Gemm: impl, Threads: hostThreads})})
+		Host: cpu.New(cpu.Options{Gemm: impl, Threads: hostThreads}), AllowTF32: allowTF32})
 	if err != nil {
 		return nil, fmt.Errorf("--device cuda: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,13 +21,29 @@ import (
 	"github.com/gotrain/gotrain/trainer"
 )
 
+// qwen3Fixture writes a tiny Qwen3 config (RMSNorm, rotary positions with
+// per-head q/k norms, grouped-query attention, SwiGLU, tied embeddings)
+// whose vocabulary fits distFixture's shard.
+func qwen3Fixture(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "qwen3.json")
+	if err := os.WriteFile(p, []byte(`{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+		"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+		"num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 64, "rms_norm_eps": 1e-6,
+		"rope_theta": 1000000.0, "tie_word_embeddings": true, "vocab_size": 64, "hidden_act": "silu"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // ZeRO over NCCL on two emulated GPUs in one process (the mock NCCL joins
-// ranks that are threads of one process): stages 1–3 with overlap_comm,
+// ranks that are threads of one process): stages 0–3 with overlap_comm,
 // and with the optimizer (and at stage 3 the parameters) offloaded to
 // pinned host memory,
 // so gradient reduce-scatters run on the communicator's stream from the
 // engine's goroutine while the backward pass continues on the compute
-// stream, reproduce the one-process CPU losses.
+// stream, reproduce the one-process CPU losses, for a tiny GPT-2 and a
+// tiny Qwen3 (the Llama family's ops on the GPU).
 func TestZeROOverNCCLMatchesCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains on emulated GPUs")
@@ -36,12 +53,28 @@ func TestZeROOverNCCLMatchesCPU(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	dir, modelCfg, shard := distFixture(t)
-	mcfg, err := model.ByName(modelCfg)
+	dir, gpt2Cfg, shard := distFixture(t)
+	drv, err := cuda.Load(cuda.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const steps = 6
+	lib, err := nccl.Load(nccl.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{gpt2Cfg, qwen3Fixture(t, dir)} {
+		mcfg, err := model.ByName(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zeroOverNCCL(t, drv, lib, filepath.Join(dir, mcfg.Arch.String()), mcfg, shard)
+	}
+}
+
+// zeroOverNCCL trains mcfg on one CPU process, then at every ZeRO stage
+// and offload on two emulated GPUs, and compares the losses step by step.
+func zeroOverNCCL(t *testing.T, drv *cuda.Driver, lib *nccl.Library, dir string, mcfg model.Config, shard string) {
+	const steps = 4
 	parse := func(stage, micro, world int, offload string) (*config.Config, config.Batch) {
 		text := fmt.Sprintf(`{"train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": 2,
 			"gradient_clipping": 0.5, "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}},
@@ -73,20 +106,12 @@ func TestZeROOverNCCLMatchesCPU(t *testing.T) {
 	}
 	want := readLosses(t, filepath.Join(ref, "metrics.jsonl"))
 
-	drv, err := cuda.Load(cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, err := nccl.Load(nccl.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const offOpt = `, "offload_optimizer": {"device": "cpu", "pin_memory": true}`
 	const offParam = `, "offload_param": {"device": "cpu", "pin_memory": true}`
 	for i, tc := range []struct {
 		stage   int
 		offload string
-	}{{1, ""}, {2, ""}, {3, ""}, {2, offOpt}, {3, offOpt + offParam}} {
+	}{{0, ""}, {1, ""}, {2, ""}, {3, ""}, {2, offOpt}, {3, offOpt + offParam}} {
 		stage := tc.stage
 		out := filepath.Join(dir, fmt.Sprintf("nccl%d", i))
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -109,19 +134,21 @@ func TestZeROOverNCCLMatchesCPU(t *testing.T) {
 		wg.Wait()
 		for r, err := range errs {
 			if err != nil {
-				t.Fatalf("stage %d%s rank %d: %v", stage, tc.offload, r, err)
+				t.Fatalf("%s stage %d%s rank %d: %v", mcfg.Arch, stage, tc.offload, r, err)
 			}
 		}
 		got := readLosses(t, filepath.Join(out, "metrics.jsonl"))
 		if len(got) != steps {
-			t.Fatalf("stage %d: %d steps logged", stage, len(got))
+			t.Fatalf("%s stage %d: %d steps logged", mcfg.Arch, stage, len(got))
 		}
 		for i := range got {
 			if math.Abs(got[i]-want[i]) > 1e-4*math.Abs(want[i]) {
-				t.Errorf("stage %d%s step %d: loss %.7f on 2 emulated GPUs, %.7f on one CPU process", stage, tc.offload, i+1, got[i], want[i])
+				t.Errorf("%s stage %d%s step %d: loss %.7f on 2 emulated GPUs, %.7f on one CPU process",
+					mcfg.Arch, stage, tc.offload, i+1, got[i], want[i])
 			}
 		}
-		t.Logf("stage %d%s, 2 GPUs over NCCL: %.6f … %.6f (cpu %.6f … %.6f)", stage, tc.offload, got[0], got[steps-1], want[0], want[steps-1])
+		t.Logf("%s stage %d%s, 2 GPUs over NCCL: %.6f … %.6f (cpu %.6f … %.6f)", mcfg.Arch, stage, tc.offload,
+			got[0], got[steps-1], want[0], want[steps-1])
 	}
 }
 
@@ -132,7 +159,7 @@ func ncclRank(drv *cuda.Driver, lib *nccl.Library, r int, ln net.Listener, fn fu
 	if err != nil {
 		return err
 	}
-	be, err := newCUDABackend(dev, 1)
+	be, err := newCUDABackend(dev, 1, false)
 	if err != nil {
 		_ = dev.Close()
 		return err
