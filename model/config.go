@@ -234,13 +234,22 @@ func GPT2(c Config) Config {
 	return out
 }
 
-// PresetNames lists the built-in presets, smallest first.
+// PresetNames lists the built-in presets: GPT-2's smallest first, then the
+// Llama family's (presets.go).
 func PresetNames() []string {
-	return []string{"gpt2-tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"}
+	names := []string{"gpt2-tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"}
+	for _, p := range familyPresets() {
+		names = append(names, p.name)
+	}
+	return names
 }
 
-// Preset returns a built-in configuration by name.
+// Preset returns a built-in configuration by name: a GPT-2 shape, or a
+// published Llama-family model's config.json (presets.go).
 func Preset(name string) (Config, bool) {
+	if cfg, ok, err := familyPreset(name); ok {
+		return cfg, err == nil
+	}
 	mk := func(maxT, l, nh, c int) Config {
 		return GPT2(Config{MaxT: maxT, V: gpt2Vocab, Vp: PadVocab(gpt2Vocab), L: l, NH: nh, C: c})
 	}
