@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 )
 
@@ -554,4 +555,17 @@ func (c Config) String() string {
 		return s + " (invalid)"
 	}
 	return fmt.Sprintf("%s, %d params", s, c.NumParams())
+}
+
+// Diff lists the fields in which c and o differ, as "Field: c's → o's",
+// for errors that say why two configs are not the same model.
+func (c Config) Diff(o Config) []string {
+	var out []string
+	a, b := reflect.ValueOf(c), reflect.ValueOf(o)
+	for i := range a.NumField() {
+		if x, y := a.Field(i).Interface(), b.Field(i).Interface(); x != y {
+			out = append(out, fmt.Sprintf("%s: %v → %v", a.Type().Field(i).Name, x, y))
+		}
+	}
+	return out
 }
