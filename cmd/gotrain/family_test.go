@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -176,5 +177,40 @@ func TestFamilyRefusals(t *testing.T) {
 		"--output-dir", t.TempDir(), "--device", "cpu", "--metrics-addr", "off")
 	if err == nil || !strings.Contains(err.Error(), "Arch: llama → qwen3") || !strings.Contains(err.Error(), "drop --model") {
 		t.Errorf("--init-from a llama snapshot with --model qwen3-0.6b: %v", err)
+	}
+}
+
+// TestEstimateLongSequenceActivations: `gotrain estimate --model qwen3-0.6b
+// --nproc 8` with bf16 and ZeRO-3 reports activations at --seq-len 8192 at
+// most 2.2× those at 4096: attention keeps O(T) per head (output and
+// log-sum-exp), never a T×T buffer, so activations grow linearly with T.
+// The table names the model by its family and shape.
+func TestEstimateLongSequenceActivations(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "ds.json")
+	os.WriteFile(cfg, []byte(`{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": true},
+		"optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}, "zero_optimization": {"stage": 3}}`), 0o644)
+	act := map[int]float64{}
+	for _, T := range []int{4096, 8192} {
+		out, stderr, err := run(t, "estimate", "--model", "qwen3-0.6b", "--config", cfg, "--nproc", "8", "--seq-len", strconv.Itoa(T), "--json")
+		if err != nil {
+			t.Fatalf("estimate T=%d: %v\n%s", T, err, stderr)
+		}
+		var est struct {
+			Activations struct {
+				Device float64 `json:"device"`
+			} `json:"activations_full"`
+		}
+		if err := json.Unmarshal([]byte(out), &est); err != nil {
+			t.Fatalf("estimate --json: %v\n%s", err, out)
+		}
+		act[T] = est.Activations.Device
+	}
+	if act[4096] <= 0 || act[8192]/act[4096] > 2.2 {
+		t.Errorf("activations %.0f B at T=4096, %.0f B at T=8192: ratio %.2f, want at most 2.2", act[4096], act[8192], act[8192]/act[4096])
+	}
+	t.Logf("qwen3-0.6b bf16 ZeRO-3 activations: %.2f GiB at 4096, %.2f GiB at 8192 (×%.2f)", act[4096]/(1<<30), act[8192]/(1<<30), act[8192]/act[4096])
+	out, _, err := run(t, "estimate", "--model", "qwen3-0.6b", "--config", cfg, "--nproc", "8", "--seq-len", "4096")
+	if err != nil || !strings.HasPrefix(out, "qwen3 L28 NH16 KV8 HD128 C1024 FF3072, vocab 151936 |") {
+		t.Errorf("estimate table header: %v\n%s", err, out)
 	}
 }
