@@ -148,13 +148,20 @@ func (f familyFixture) check(t *testing.T, out string) {
 	}
 }
 
-// run trains the fixture on world ranks in this process (loopback TCP
-// between them, as separate processes connect) and returns rank 0's
+// run trains the fixture's ten steps on world ranks and returns rank 0's
 // output directory.
 func (f familyFixture) run(t *testing.T, world int, edit func(map[string]any)) string {
 	t.Helper()
+	return f.runIn(t, t.TempDir(), world, len(f.losses), edit, nil)
+}
+
+// runIn trains the fixture on world ranks in this process (loopback TCP
+// between them, as separate processes connect) up to step steps, with the
+// shard and output directory in dir, and returns rank 0's output
+// directory; tweak adjusts each rank's options.
+func (f familyFixture) runIn(t *testing.T, dir string, world, steps int, edit func(map[string]any), tweak func(*trainer.Options)) string {
+	t.Helper()
 	cfg, batch := f.config(t, world, edit)
-	dir := t.TempDir()
 	shard := filepath.Join(dir, "train_000000.bin")
 	if err := data.WriteShard(shard, data.ShardGPT2, f.tokens); err != nil {
 		t.Fatal(err)
@@ -175,10 +182,14 @@ func (f familyFixture) run(t *testing.T, world int, edit func(map[string]any)) s
 	}
 	out := filepath.Join(dir, "out")
 	errs := commtest.OnEveryRank(world, func(r int) error {
-		_, err := trainer.Run(context.Background(), bes[r], trainer.Options{
+		o := trainer.Options{
 			Config: cfg, Batch: batch, Model: f.model, Comm: comms[r], InitFrom: f.dir,
-			Data: []string{shard}, SeqLen: f.seqLen, MaxSteps: len(f.losses), OutputDir: out,
-		})
+			Data: []string{shard}, SeqLen: f.seqLen, MaxSteps: steps, OutputDir: out,
+		}
+		if tweak != nil {
+			tweak(&o)
+		}
+		_, err := trainer.Run(context.Background(), bes[r], o)
 		return err
 	})
 	if err := commtest.FirstErr(errs); err != nil {
@@ -222,6 +233,62 @@ func TestFamilyTrainingTwoRanks(t *testing.T) {
 				m["zero_optimization"] = c.zero
 			})
 			f.check(t, out)
+		})
+	}
+	// Both offloads with activation checkpointing (kept in host memory):
+	// recomputation and host-resident parameters change no bit.
+	t.Run("zero3-offload-both-checkpointing", func(t *testing.T) {
+		f := loadFamilyFixture(t, "llama_mqa_llama3rope")
+		out := f.runIn(t, t.TempDir(), 2, len(f.losses), func(m map[string]any) {
+			m["gradient_accumulation_steps"] = 1
+			m["zero_optimization"] = map[string]any{"stage": 3, "offload_param": map[string]any{"device": "cpu"},
+				"offload_optimizer": map[string]any{"device": "cpu"}}
+		}, func(o *trainer.Options) { o.Checkpoint, o.CheckpointHost = true, true })
+		f.check(t, out)
+	})
+}
+
+// TestFamilyResumeReshards: five steps on two ranks at ZeRO-3 (gradient
+// accumulation 1), then a resume of the same checkpoints on one rank at
+// ZeRO-1 with gradient accumulation 2 (the same global batch) for steps
+// 6–10: the appended metrics.jsonl and the final weights match the
+// reference's ten steps, so the checkpoint reshards the family's state
+// exactly across world size and stage.
+func TestFamilyResumeReshards(t *testing.T) {
+	f := loadFamilyFixture(t, "qwen2_bias")
+	dir := t.TempDir()
+	f.runIn(t, dir, 2, 5, func(m map[string]any) {
+		m["gradient_accumulation_steps"] = 1
+		m["zero_optimization"] = map[string]any{"stage": 3, "stage3_param_persistence_threshold": 0}
+	}, nil)
+	out := f.runIn(t, dir, 1, len(f.losses), func(m map[string]any) {
+		m["zero_optimization"] = map[string]any{"stage": 1}
+	}, func(o *trainer.Options) { o.Resume, o.AllowConfigChange = "auto", true })
+	f.check(t, out)
+}
+
+// TestFamilyMixedPrecision: bf16 and fp16 (loss-scaled) runs of the
+// fixture track the float64 reference's losses within 2% over ten steps,
+// with fp32 master weights and moments (16-bit storage, fp32 compute).
+func TestFamilyMixedPrecision(t *testing.T) {
+	f := loadFamilyFixture(t, "qwen3_qknorm")
+	for _, prec := range []string{"bf16", "fp16"} {
+		t.Run(prec, func(t *testing.T) {
+			out := f.run(t, 1, func(m map[string]any) {
+				m[prec] = map[string]any{"enabled": true}
+				if prec == "fp16" {
+					m[prec] = map[string]any{"enabled": true, "initial_scale_power": 8}
+				}
+			})
+			steps := readSteps(t, filepath.Join(out, "metrics.jsonl"))
+			if len(steps) != len(f.losses) {
+				t.Fatalf("%d steps logged, want %d", len(steps), len(f.losses))
+			}
+			for i, s := range steps {
+				if want := float64(f.losses[i]); math.Abs(s.Loss-want) > 0.02*want {
+					t.Errorf("step %d: %s loss %.5f, reference %.5f", i+1, prec, s.Loss, want)
+				}
+			}
 		})
 	}
 }
