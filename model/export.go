@@ -67,10 +67,10 @@ type SnapshotOptions struct {
 // to V rows, a tied head written once), and the files CopyFrom has. Each
 // tensor is read and written in chunks, so the host holds one chunk (one
 // GPT-2 Conv1D matrix) at a time whatever the model's size. Every file is
-// written to a temporary name and renamed; weight files of an earlier
-// export in dir that the new one does not use are removed after the new
-// ones are in place, so the directory never mixes two exports' index and
-// shards. It returns the weight files written.
+// written to a temporary name and renamed. An earlier export's index in
+// dir is removed first and its other weight files once the new ones are in
+// place, so the directory never mixes two exports. It returns the weight
+// files written.
 func ExportSnapshot(dir string, cfg Config, read RangeReader, o SnapshotOptions) ([]string, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("export %s: %w", dir, err)
@@ -89,6 +89,12 @@ func ExportSnapshot(dir string, cfg Config, read RangeReader, o SnapshotOptions)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
+	}
+	// An earlier export's index goes first: a crash while the new files
+	// are written then leaves shards without an index, which fails to
+	// load, never an index that mixes two exports' shards.
+	if err := os.Remove(filepath.Join(dir, hfIndexName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("export: remove the earlier export's index: %w", err)
 	}
 	lay := NewLayout(cfg)
 	tensors := exportOrder(cfg, lay)
@@ -240,9 +246,8 @@ func writeIndex(path string, total int64, weightMap map[string]string) error {
 var shardFile = regexp.MustCompile(`^model-[0-9]{5}-of-[0-9]{5}\.safetensors$`)
 
 // removeStaleWeights removes the weight files in dir that keep does not
-// name: an index when keep is the single model.safetensors, a
-// model.safetensors beside a new index, shards of another split. Only
-// those names are touched.
+// name: a model.safetensors beside a new index, shards of another split.
+// Only those names are touched.
 func removeStaleWeights(dir string, keep []string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -250,8 +255,7 @@ func removeStaleWeights(dir string, keep []string) error {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		stale := (n == hfWeightsName || shardFile.MatchString(n)) && !slices.Contains(keep, n) ||
-			n == hfIndexName && len(keep) == 1
+		stale := (n == hfWeightsName || shardFile.MatchString(n)) && !slices.Contains(keep, n)
 		if !stale || e.IsDir() {
 			continue
 		}
