@@ -49,17 +49,18 @@ fuzz: ## run each fuzz target for FUZZTIME
 	    echo "fuzz $$t $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$t; \
 	  done; done
 
-bench: build ## benchmarks: GFLOP/s per op, GEMM roofline, tokens/s and MFU, ZeRO stage step times, bus bandwidth
+bench: build ## benchmarks: GFLOP/s per op, GEMM roofline, tokens/s and MFU (GPT-2, a Qwen3-shaped model), long-sequence attention memory, ZeRO stage step times, bus bandwidth
 	$(BIN) bench --device auto --model gpt2 --batch 4 --seq-len 64 --steps 3 --dtype fp32
 	# gpt2-tiny B8 T256 on the CPU with each GEMM (the README's CPU performance table), then bf16 (says why it is slower)
 	$(BIN) bench --device cpu --model gpt2-tiny --batch 8 --seq-len 256 --steps 5 --dtype fp32 --blas go
 	-$(BIN) bench --device cpu --model gpt2-tiny --batch 8 --seq-len 256 --steps 5 --dtype fp32 --blas openblas
 	$(BIN) bench --device cpu --model gpt2-tiny --batch 8 --seq-len 256 --steps 3 --dtype bf16 --blas go
 	# ./blas/ below includes BenchmarkModelShapes: the Go GEMM against OpenBLAS on every model shape, interleaved
+	$(BIN) bench --dry-run --gpu h100 --model qwen3-0.6b --batch 4 --seq-len 2048 | tail -2 # the cost model's bound for a Llama-family preset, no weights needed
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./blas/ ./backend/cpu/ ./data/ ./kernels/emu/
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./data/hftok/ # tokenizer load and encode MB/s; ./data/ above gives data prepare MB/s for GPT-2, Qwen3, Llama 3 (those two need scripts/fetch-tokenizers.sh)
-	$(GO) test -run='^$$' -bench=. -benchtime=3x ./model/
-	$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m ./trainer/
+	$(GO) test -run='^$$' -bench=. -benchtime=3x ./model/ # forward+backward tokens/s and act-MiB: GPT-2 at T=1024 and 2048 (no T² buffer)
+	$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m ./trainer/ # end-to-end tokens/s and MFU: gpt2-tiny, gpt2, a Qwen3-shaped tiny model
 	$(GO) test -run='^$$' -bench=Step -benchtime=5x ./zero/
 	$(GO) test -run='^$$' -bench=. -benchtime=5x ./comm/tcp/
 	@py=$$(for p in python3 /usr/bin/python3; do $$p -c 'import torch' 2>/dev/null && echo $$p && break; done); \

@@ -467,7 +467,7 @@ func TestFamilyTagRoundTripAndExport(t *testing.T) {
 	}
 	r.Close()
 	out := filepath.Join(t.TempDir(), "hf")
-	if err := ExportHF(dir, "", out, backend.F32); err != nil {
+	if _, err := ExportHF(dir, "", out, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	gotCfg, params, err := model.LoadSnapshot(out)
@@ -485,7 +485,7 @@ func TestExportHFRoundTrip(t *testing.T) {
 	src := sourceState(cfg, 5)
 	save(t, dir, model.NewLayout(cfg), src, 10, 3, 0)
 	out := filepath.Join(t.TempDir(), "hf")
-	if err := ExportHF(dir, "", out, backend.F32); err != nil {
+	if _, err := ExportHF(dir, "", out, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	gotCfg, params, err := model.LoadHF(filepath.Join(out, "model.safetensors"), nil)
@@ -495,4 +495,73 @@ func TestExportHFRoundTrip(t *testing.T) {
 	if gotCfg != cfg || !slices.Equal(params, src[Params]) {
 		t.Errorf("export round trip: config %v, weights equal %v", gotCfg, slices.Equal(params, src[Params]))
 	}
+}
+
+// TestExportHFShardedBF16: a tag holding the BF16 two-shard Llama fixture's
+// weights exports in BF16, split one or two tensors per shard by a tiny
+// --max-shard-size, to the fixture's tensor names and bytes exactly
+// (its values are BF16 widened, so nothing rounds), and reads back bit for
+// bit; the config says bfloat16.
+func TestExportHFShardedBF16(t *testing.T) {
+	snap := filepath.Join("..", "model", "testdata", "llama_tiny", "llama_linear_rope")
+	cfg, params, err := model.LoadSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := sourceState(cfg, 7)
+	src[Params] = params
+	save(t, dir, model.NewLayout(cfg), src, 3, 2, 0)
+	out := filepath.Join(t.TempDir(), "hf")
+	files, err := ExportHF(dir, "", out, ExportOptions{DType: backend.BF16, MaxShardSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 3 {
+		t.Errorf("a 4096-byte limit wrote %d files", len(files))
+	}
+	want := rawTensors(t, snap)
+	got := rawTensors(t, out)
+	if len(got) != len(want) {
+		t.Errorf("exported %d tensors, the snapshot has %d", len(got), len(want))
+	}
+	for name, raw := range want {
+		if !slices.Equal(got[name], raw) {
+			t.Errorf("%s: exported bytes differ from the snapshot's (or the name is missing)", name)
+		}
+	}
+	cfgJSON, err := os.ReadFile(filepath.Join(out, "config.json"))
+	if err != nil || !strings.Contains(string(cfgJSON), `"torch_dtype": "bfloat16"`) {
+		t.Errorf("config.json does not say bfloat16: %s", cfgJSON)
+	}
+	back, p2, err := model.LoadSnapshot(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back != cfg || !slices.Equal(p2, params) {
+		t.Errorf("read back: config equal %v, weights equal %v", back == cfg, slices.Equal(p2, params))
+	}
+}
+
+// rawTensors maps every tensor in a snapshot directory's weight files
+// to its stored bytes.
+func rawTensors(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join(dir, "model*.safetensors"))
+	out := map[string][]byte{}
+	for _, p := range paths {
+		st, err := model.OpenSafetensors(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range st.Tensors() {
+			_, raw, err := st.Raw(h.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[h.Name] = raw
+		}
+		st.Close()
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 )
 
@@ -234,13 +235,22 @@ func GPT2(c Config) Config {
 	return out
 }
 
-// PresetNames lists the built-in presets, smallest first.
+// PresetNames lists the built-in presets: GPT-2's smallest first, then the
+// Llama family's (presets.go).
 func PresetNames() []string {
-	return []string{"gpt2-tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"}
+	names := []string{"gpt2-tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"}
+	for _, p := range familyPresets() {
+		names = append(names, p.name)
+	}
+	return names
 }
 
-// Preset returns a built-in configuration by name.
+// Preset returns a built-in configuration by name: a GPT-2 shape, or a
+// published Llama-family model's config.json (presets.go).
 func Preset(name string) (Config, bool) {
+	if cfg, ok, err := familyPreset(name); ok {
+		return cfg, err == nil
+	}
 	mk := func(maxT, l, nh, c int) Config {
 		return GPT2(Config{MaxT: maxT, V: gpt2Vocab, Vp: PadVocab(gpt2Vocab), L: l, NH: nh, C: c})
 	}
@@ -545,4 +555,17 @@ func (c Config) String() string {
 		return s + " (invalid)"
 	}
 	return fmt.Sprintf("%s, %d params", s, c.NumParams())
+}
+
+// Diff lists the fields in which c and o differ, as "Field: c's → o's",
+// for errors that say why two configs are not the same model.
+func (c Config) Diff(o Config) []string {
+	var out []string
+	a, b := reflect.ValueOf(c), reflect.ValueOf(o)
+	for i := range a.NumField() {
+		if x, y := a.Field(i).Interface(), b.Field(i).Interface(); x != y {
+			out = append(out, fmt.Sprintf("%s: %v → %v", a.Type().Field(i).Name, x, y))
+		}
+	}
+	return out
 }

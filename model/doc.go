@@ -1,14 +1,17 @@
 // Package model owns the decoder family gotrain trains — GPT-2, Llama,
 // Mistral, Qwen2 and Qwen3 — described by data, not by code paths: a
-// Config (from GPT-2 presets or a Hugging Face config.json) says which
+// Config (from a preset — GPT-2 shapes and the published Llama-family
+// models, presets.go — or a Hugging Face config.json) says which
 // norm, activation, positions, biases, head and shape a model has; the
 // flat parameter layout (every parameter in one buffer, one block after
 // another, so a ZeRO partition or a stage-3 gather is one (offset, length)
 // range) and its parameter groups and acquisition order follow from it;
 // one forward and backward pass, written as backend ops, runs every
 // member. The package also owns deterministic random init and weight I/O:
-// safetensors, Hugging Face snapshots (single-file or sharded, F32, BF16
-// or F16, read by range), GPT-2's Hugging Face names and llm.c .bin files.
+// safetensors, Hugging Face snapshots in (single-file or sharded, F32,
+// BF16 or F16, read by range) and out (ExportSnapshot: sharded as
+// transformers shards, streamed tensor by tensor), GPT-2's Hugging Face
+// names and llm.c .bin files.
 //
 // Dimension key: B = batch size, T = sequence length, C = channels (hidden
 // size), NH = query heads, KV = key/value heads, HD = head size, FF = MLP

@@ -258,3 +258,54 @@ func TestCheckSeqLen(t *testing.T) {
 		t.Errorf("Forward within the window: %v", err)
 	}
 }
+
+// TestFamilyPresets: every Llama-family preset has exactly the published
+// shape (the reference's parameter-count checksums) and survives a
+// config.json round trip unchanged.
+func TestFamilyPresets(t *testing.T) {
+	want := map[string]int{
+		"qwen3-0.6b": 596_049_920, "qwen3-1.7b": 1_720_574_976, "qwen3-4b": 4_022_468_096,
+		"qwen3-8b": 8_190_735_360, "qwen3-14b": 14_768_307_200, "llama-3.2-1b": 1_235_814_400,
+		"llama-3.2-3b": 3_212_749_824, "llama-3.1-8b": 8_030_261_248, "mistral-7b": 7_248_023_552,
+	}
+	seen := 0
+	for _, name := range PresetNames() {
+		cfg, ok := Preset(name)
+		if !ok {
+			_, _, err := familyPreset(name)
+			t.Fatalf("preset %s does not parse: %v", name, err)
+		}
+		if cfg.Arch == ArchGPT2 {
+			continue
+		}
+		seen++
+		if got, ok := want[name]; !ok || cfg.NumParams() != got {
+			t.Errorf("%s: %d parameters, published %d", name, cfg.NumParams(), got)
+		}
+		path := filepath.Join(t.TempDir(), "config.json")
+		if err := WriteHFConfig(path, cfg); err != nil {
+			t.Fatal(err)
+		}
+		back, err := LoadHFConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back != cfg {
+			t.Errorf("%s: config.json round trip gives %+v, want %+v", name, back, cfg)
+		}
+		if byName, err := ByName(name); err != nil || byName != cfg {
+			t.Errorf("ByName(%q) = %v, %v; want the preset", name, byName, err)
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d Llama-family presets, want %d", seen, len(want))
+	}
+	q, _ := Preset("qwen3-0.6b")
+	if q.HD != 128 || q.NH*q.HD == q.C || !q.TiedHead || !q.QKNorm || q.MaxT != 40960 {
+		t.Errorf("qwen3-0.6b: %v: want head_dim 128 (q_proj 2048 wide on a 1024 model), tied, q/k norms, 40960 positions", q)
+	}
+	l, _ := Preset("llama-3.1-8b")
+	if l.Rope.Scaling != RopeLlama3 || l.Rope.Factor != 8 || l.Rope.OrigMaxT != 8192 || l.TiedHead {
+		t.Errorf("llama-3.1-8b: rope %+v tied %v: want llama3 scaling, factor 8, original 8192, untied", l.Rope, l.TiedHead)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/gotrain/gotrain/backend"
+
 	"github.com/gotrain/gotrain/internal/atomicfile"
 	"github.com/gotrain/gotrain/internal/regularfile"
 )
@@ -141,16 +143,29 @@ func parseGPT2Config(path string, raw []byte) (Config, error) {
 }
 
 // WriteHFConfig writes cfg as a Hugging Face config.json that transformers
-// loads next to a SaveHF safetensors file, and that ParseHFConfig reads
-// back to cfg.
+// loads next to an F32 SaveHF safetensors file, and that ParseHFConfig
+// reads back to cfg.
 func WriteHFConfig(path string, cfg Config) error {
+	return WriteHFConfigDType(path, cfg, backend.F32)
+}
+
+// WriteHFConfigDType is WriteHFConfig for weights stored as dt: its
+// torch_dtype ("float32", "bfloat16" or "float16") is what transformers
+// loads the weights as with torch_dtype="auto", so it must say what the
+// files hold.
+func WriteHFConfigDType(path string, cfg Config, dt backend.DType) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	torchDType, ok := map[backend.DType]string{backend.F32: "float32", backend.BF16: "bfloat16", backend.F16: "float16"}[dt]
+	if !ok {
+		return fmt.Errorf("write %s: weights stored as %s have no torch_dtype; want fp32, bf16 or fp16", path, dt)
 	}
 	doc := gpt2ConfigDoc(cfg)
 	if cfg.Arch != ArchGPT2 {
 		doc = familyConfigDoc(cfg)
 	}
+	doc["torch_dtype"] = torchDType
 	out, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

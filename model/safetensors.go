@@ -406,6 +406,45 @@ func EncodeInt32(v []int32) []byte {
 // as a safetensors stream. The header is padded with spaces to a multiple of
 // 8 bytes so every tensor starts aligned.
 func WriteSafetensors(w io.Writer, tensors []NamedTensor, meta map[string]string) error {
+	st := make([]streamTensor, len(tensors))
+	for i, t := range tensors {
+		n := 1
+		for _, d := range t.Shape {
+			n *= d
+		}
+		if n >= 0 && len(t.Data) != n*t.DType.Size() {
+			return fmt.Errorf("safetensors: tensor %q: %d bytes for %s%v (want %d)", t.Name, len(t.Data), t.DType, t.Shape, n*t.DType.Size())
+		}
+		st[i] = streamTensor{name: t.Name, dt: t.DType, shape: t.Shape, write: func(w io.Writer) error {
+			_, err := w.Write(t.Data)
+			return err
+		}}
+	}
+	return writeSafetensorsStream(w, st, meta)
+}
+
+// streamTensor is one tensor of a safetensors stream whose data write
+// produces on demand: prod(shape)·dt.Size() bytes, so a file larger than
+// memory can be written tensor by tensor, chunk by chunk.
+type streamTensor struct {
+	name  string
+	dt    backend.DType
+	shape []int
+	write func(w io.Writer) error
+}
+
+func (t streamTensor) bytes() int64 {
+	n := int64(t.dt.Size())
+	for _, d := range t.shape {
+		n *= int64(d)
+	}
+	return n
+}
+
+// writeSafetensorsStream writes the header of tensors (in the given order)
+// and meta, then each tensor's data as its write produces it, checking that
+// it wrote exactly the bytes its header promised.
+func writeSafetensorsStream(w io.Writer, tensors []streamTensor, meta map[string]string) error {
 	var hdr bytes.Buffer
 	hdr.WriteByte('{')
 	if len(meta) > 0 {
@@ -419,34 +458,29 @@ func WriteSafetensors(w io.Writer, tensors []NamedTensor, meta map[string]string
 	seen := map[string]bool{}
 	var off int64
 	for i, t := range tensors {
-		if t.Name == "" || t.Name == "__metadata__" || seen[t.Name] {
-			return fmt.Errorf("safetensors: tensor %d has a bad or repeated name %q", i, t.Name)
+		if t.name == "" || t.name == "__metadata__" || seen[t.name] {
+			return fmt.Errorf("safetensors: tensor %d has a bad or repeated name %q", i, t.name)
 		}
-		seen[t.Name] = true
-		n := 1
-		for _, d := range t.Shape {
+		seen[t.name] = true
+		for _, d := range t.shape {
 			if d < 0 {
-				return fmt.Errorf("safetensors: tensor %q: negative dimension in %v", t.Name, t.Shape)
+				return fmt.Errorf("safetensors: tensor %q: negative dimension in %v", t.name, t.shape)
 			}
-			n *= d
-		}
-		if len(t.Data) != n*t.DType.Size() {
-			return fmt.Errorf("safetensors: tensor %q: %d bytes for %s%v (want %d)", t.Name, len(t.Data), t.DType, t.Shape, n*t.DType.Size())
 		}
 		if hdr.Len() > 1 {
 			hdr.WriteByte(',')
 		}
-		name, _ := json.Marshal(t.Name)
+		name, _ := json.Marshal(t.name)
 		shape := "["
-		for j, d := range t.Shape {
+		for j, d := range t.shape {
 			if j > 0 {
 				shape += ","
 			}
 			shape += strconv.Itoa(d)
 		}
 		shape += "]"
-		fmt.Fprintf(&hdr, `%s:{"dtype":"%s","shape":%s,"data_offsets":[%d,%d]}`, name, STDType(t.DType), shape, off, off+int64(len(t.Data)))
-		off += int64(len(t.Data))
+		fmt.Fprintf(&hdr, `%s:{"dtype":"%s","shape":%s,"data_offsets":[%d,%d]}`, name, STDType(t.dt), shape, off, off+t.bytes())
+		off += t.bytes()
 	}
 	hdr.WriteByte('}')
 	for hdr.Len()%8 != 0 {
@@ -458,12 +492,30 @@ func WriteSafetensors(w io.Writer, tensors []NamedTensor, meta map[string]string
 	bw.Write(lenBuf[:])
 	bw.Write(hdr.Bytes())
 	for _, t := range tensors {
-		bw.Write(t.Data)
+		cw := &countingWriter{w: bw}
+		if err := t.write(cw); err != nil {
+			return fmt.Errorf("safetensors: tensor %q: %w", t.name, err)
+		}
+		if cw.n != t.bytes() {
+			return fmt.Errorf("safetensors: tensor %q: wrote %d bytes for %s%v (want %d)", t.name, cw.n, t.dt, t.shape, t.bytes())
+		}
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("safetensors: %w", err)
 	}
 	return nil
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // SaveSafetensors writes a safetensors file at path atomically: a kill or a

@@ -21,10 +21,26 @@ import (
 func BenchmarkTrainGPT2TinyB8T256(b *testing.B) { benchTrain(b, "gpt2-tiny", 8, 256, 3) }
 func BenchmarkTrainGPT2B4T64(b *testing.B)      { benchTrain(b, "gpt2", 4, 64, 2) }
 
-func benchTrain(b *testing.B, preset string, B, T, steps int) {
-	mcfg, err := model.ByName(preset)
+// A Qwen3-shaped tiny model beside gpt2-tiny (L4, C256): 4 query heads of
+// head_dim 64 sharing 2 key/value heads, q/k RMSNorm, SwiGLU 768 wide,
+// RoPE, a tied head over the same 50,304-row vocabulary gpt2-tiny pads
+// to, so the two differ only in the block.
+func BenchmarkTrainQwen3TinyB8T256(b *testing.B) { benchTrain(b, qwen3Tiny, 8, 256, 3) }
+
+const qwen3Tiny = `{"model_type": "qwen3", "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
+	"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 50304, "tie_word_embeddings": true,
+	"max_position_embeddings": 4096, "rope_theta": 1000000, "rms_norm_eps": 1e-6}`
+
+// benchTrain trains the preset, or the config.json text model, for
+// steps+1 steps.
+func benchTrain(b *testing.B, name string, B, T, steps int) {
+	preset := name
+	mcfg, err := model.ByName(name)
 	if err != nil {
-		b.Fatal(err)
+		if mcfg, err = model.ParseHFConfig("bench config.json", []byte(name)); err != nil {
+			b.Fatal(err)
+		}
+		preset = mcfg.Summary()
 	}
 	threads := runtime.GOMAXPROCS(0)
 	impl, info := blas.Default(threads)

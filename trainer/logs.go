@@ -97,8 +97,9 @@ func (r *run) writeLog(rec any) error {
 	return r.log.Write(rec)
 }
 
-// saveWeights writes <output-dir>/model.safetensors (Hugging Face names,
-// model.SaveHF) and config.json beside it. Every rank takes part in gathering the
+// saveWeights writes <output-dir> as a Hugging Face snapshot
+// (model.ExportSnapshot: config.json, model.safetensors or shards of at
+// most 5 GB with an index, F32). Every rank takes part in gathering the
 // parameters; rank 0 writes.
 func (r *run) saveWeights() (string, error) {
 	host, err := r.eng.HostParams(r.cctx)
@@ -108,14 +109,14 @@ func (r *run) saveWeights() (string, error) {
 	if r.rank != 0 {
 		return "", nil
 	}
-	path := filepath.Join(r.o.OutputDir, "model.safetensors")
-	if err := model.SaveHF(path, r.o.Model, host, backend.F32); err != nil {
+	files, err := model.ExportSnapshot(r.o.OutputDir, r.o.Model, model.SliceReader(host), model.SnapshotOptions{})
+	if err != nil {
 		return "", err
 	}
-	if err := model.WriteHFConfig(filepath.Join(r.o.OutputDir, "config.json"), r.o.Model); err != nil {
-		return "", err
+	if len(files) > 1 {
+		return filepath.Join(r.o.OutputDir, "model.safetensors.index.json"), nil
 	}
-	return path, nil
+	return filepath.Join(r.o.OutputDir, files[0]), nil
 }
 
 // memory gathers every rank's memory accounting for the log: each rank's

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/gotrain/gotrain/backend"
@@ -133,14 +134,22 @@ func (r *run) setup() error {
 			return err
 		}
 		r.lock = l
+		if o.Snapshot != "" {
+			if err := model.CopySnapshotFiles(o.Snapshot, o.OutputDir); err != nil {
+				return err
+			}
+		}
 	}
 	var err error
 	if r.fields, err = RunFields(o); err != nil {
 		return err
 	}
-	host, err := r.initFrom()
+	src, err := r.initFrom()
 	if err != nil {
 		return err
+	}
+	if src != nil {
+		defer src.Close()
 	}
 	if err := r.build(); err != nil {
 		return err
@@ -151,7 +160,7 @@ func (r *run) setup() error {
 	}
 	if ck != nil {
 		defer ck.Close()
-	} else if err := r.initParams(host); err != nil {
+	} else if err := r.initParams(src); err != nil {
 		return err
 	}
 	if err := r.openData(); err != nil {
@@ -173,33 +182,61 @@ func (r *run) setup() error {
 	return nil
 }
 
-// initFrom reads --init-from's weights (nil without it).
-func (r *run) initFrom() ([]float32, error) {
+// initFrom opens --init-from's weights for range reads (nil without it)
+// and checks they are the model --model asks for.
+func (r *run) initFrom() (model.WeightSource, error) {
 	if r.o.InitFrom == "" {
 		return nil, nil
 	}
 	cfg := r.o.Model
-	c, p, err := model.InitFrom(r.o.InitFrom, &cfg)
+	w, err := model.OpenInitFrom(r.o.InitFrom, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	if c != r.o.Model {
-		return nil, fmt.Errorf("--init-from %s holds a model with %+v, but --model asks for %+v; drop --model or pass the matching one", r.o.InitFrom, c, r.o.Model)
+	if c := w.Config(); c != r.o.Model {
+		w.Close()
+		return nil, fmt.Errorf("--init-from %s holds %v, but --model asks for %v (%s); drop --model or pass the matching one",
+			r.o.InitFrom, c, r.o.Model, strings.Join(c.Diff(r.o.Model), ", "))
 	}
-	return p, nil
+	return w, nil
 }
 
-// initParams gives the engine its first values, one group at a time: host
-// (the --init-from weights) or the model's random initialisation.
-func (r *run) initParams(host []float32) error {
+// initParams gives the engine its first values: src's weights (the
+// --init-from files) or the model's random initialisation, one group at a
+// time.
+func (r *run) initParams(src model.WeightSource) error {
+	if src != nil {
+		return InitParamsFrom(r.eng, src)
+	}
 	lay := r.m.Layout()
 	return r.eng.InitParams(func(g int) ([]float32, error) {
-		if host != nil {
-			off, n := lay.GroupRange(g)
-			return host[off : off+n], nil
-		}
 		return model.InitGroup(lay, r.o.Seed, g), nil
 	})
+}
+
+// InitParamsFrom sets eng's parameters (and fp32 master weights) from src,
+// reading only the ranges this rank holds: at stage 3 its chunk of each
+// group (plus the small persistent groups whole), below it every group,
+// one at a time. So host memory stays O(largest group), and a stage-3 rank
+// reads about 1/N of the model from disk. It is RestoreState with fresh
+// AdamW moments (zeros, as a new optimizer has them), which reads exactly
+// what the rank owns whatever layout wrote the values. Every rank calls it
+// after zero.New and before the first step; it issues no collectives.
+func InitParamsFrom(eng *zero.Engine, src model.WeightSource) error {
+	err := eng.RestoreState(func(kind string, off, n int) ([]float32, error) {
+		vals := make([]float32, n)
+		if kind != zero.StateParams {
+			return vals, nil
+		}
+		if err := src.ReadRange(vals, off); err != nil {
+			return nil, err
+		}
+		return vals, nil
+	})
+	if err != nil {
+		return fmt.Errorf("--init-from: %w", err)
+	}
+	return nil
 }
 
 // build makes everything the rank holds in backend memory, as every run

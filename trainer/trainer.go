@@ -27,7 +27,13 @@ type Options struct {
 	// (comm.Solo). Every rank calls Run with the same options.
 	Comm comm.Comm
 
-	InitFrom string // HF safetensors or llm.c .bin weights; empty: random init
+	InitFrom string // a HF snapshot directory, HF safetensors or llm.c .bin weights; empty: random init
+	// Snapshot is the Hugging Face snapshot directory the model comes from
+	// (--init-from or --model DIR; "" none). Its tokenizer.json,
+	// tokenizer_config.json and generation_config.json are copied into
+	// OutputDir at start-up, so the final weights, and any checkpoint
+	// exported from the run, travel with the tokenizer they were trained on.
+	Snapshot string
 	Seed     uint64
 
 	Data []string // train shards (paths or globs); not read when Batches is set

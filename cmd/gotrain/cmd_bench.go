@@ -36,7 +36,7 @@ func benchCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "device", Value: "auto", Usage: "cpu, cuda or auto"},
 			&cli.BoolFlag{Name: "allow-tf32", Usage: "let fp32 GEMMs on the GPU run on TF32 tensor cores (PyTorch's allow_tf32; off: true fp32, as the CPU)"},
-			&cli.StringFlag{Name: "model", Value: "gpt2", Usage: "preset or config.json"},
+			&cli.StringFlag{Name: "model", Value: "gpt2", Usage: "preset (gpt2-tiny … qwen3-14b: no weights needed), a Hugging Face snapshot `DIR` or config.json; random weights"},
 			&cli.IntFlag{Name: "batch", Value: 4, Usage: "micro-batch size B"},
 			&cli.IntFlag{Name: "seq-len", Value: 1024, Usage: "sequence length T"},
 			&cli.IntFlag{Name: "steps", Value: 10, Usage: "timed steps"},

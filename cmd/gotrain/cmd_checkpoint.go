@@ -2,7 +2,11 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -24,29 +28,22 @@ func checkpointCommand() *cli.Command {
 			},
 			{
 				Name:      "export",
-				Usage:     "write a checkpoint's weights as Hugging Face GPT-2 model.safetensors + config.json",
-				UsageText: "gotrain checkpoint export --out DIR [--tag global_stepN] [--dtype fp32|bf16] OUTPUT_DIR (or OUTPUT_DIR/checkpoints)",
+				Usage:     "write a checkpoint's weights as a Hugging Face snapshot: config.json and model.safetensors (or shards with an index)",
+				UsageText: "gotrain checkpoint export --out DIR [--tag global_stepN] [--dtype fp32|bf16] [--max-shard-size 5GB] [--snapshot DIR] OUTPUT_DIR (or OUTPUT_DIR/checkpoints)",
+				Description: "Writes the tag's fp32 master weights under the names transformers loads, with config.json\n" +
+					"(the original model_type and architectures; torch_dtype the written dtype). A model larger than\n" +
+					"--max-shard-size is split into model-0000i-of-0000K.safetensors files with\n" +
+					"model.safetensors.index.json, as transformers' save_pretrained splits. tokenizer.json,\n" +
+					"tokenizer_config.json and generation_config.json are copied from --snapshot, by default the\n" +
+					"run's output directory (train copies them there from the snapshot it started from).",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "tag", Usage: "checkpoint `TAG` (default: the one latest names)"},
 					&cli.StringFlag{Name: "out", Usage: "output `DIR`", Required: true},
-					&cli.StringFlag{Name: "dtype", Value: "fp32", Usage: "fp32 or bf16"},
+					&cli.StringFlag{Name: "dtype", Value: "fp32", Usage: "stored dtype: fp32 or bf16"},
+					&cli.StringFlag{Name: "max-shard-size", Value: "5GB", Usage: "largest weight file, as transformers takes it: `SIZE` in bytes or with a unit (500MB, 5GB, 2GiB)"},
+					&cli.StringFlag{Name: "snapshot", Usage: "copy the tokenizer and generation files from this `DIR` (default: the checkpoints directory's parent)"},
 				},
-				Action: func(c *cli.Context) error {
-					dir := c.Args().First()
-					if dir == "" {
-						return fmt.Errorf("checkpoint export: give the run's output directory or its checkpoints directory (e.g. out or out/checkpoints)")
-					}
-					dir = checkpointsDir(dir)
-					dt, err := backend.ParseDType(c.String("dtype"))
-					if err != nil || (dt != backend.F32 && dt != backend.BF16) {
-						return fmt.Errorf("--dtype %q: want fp32 or bf16", c.String("dtype"))
-					}
-					if err := checkpoint.ExportHF(dir, c.String("tag"), c.String("out"), dt); err != nil {
-						return err
-					}
-					_, err = fmt.Fprintf(c.App.Writer, "wrote %s/model.safetensors and config.json\n", c.String("out"))
-					return err
-				},
+				Action: runExport,
 			},
 		},
 	}
@@ -117,4 +114,51 @@ func runInspect(c *cli.Context) error {
 		return fmt.Errorf("checkpoint inspect %s: %s", dir, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// runExport is checkpoint export.
+func runExport(c *cli.Context) error {
+	dir := c.Args().First()
+	if dir == "" {
+		return fmt.Errorf("checkpoint export: give the run's output directory or its checkpoints directory (e.g. out or out/checkpoints)")
+	}
+	dir = checkpointsDir(dir)
+	dt, err := backend.ParseDType(c.String("dtype"))
+	if err != nil || (dt != backend.F32 && dt != backend.BF16) {
+		return fmt.Errorf("--dtype %q: want fp32 or bf16", c.String("dtype"))
+	}
+	size, err := parseByteSize(c.String("max-shard-size"))
+	if err != nil {
+		return fmt.Errorf("--max-shard-size: %w", err)
+	}
+	snap := c.String("snapshot")
+	if snap == "" {
+		snap = filepath.Dir(filepath.Clean(dir))
+	} else if st, err := os.Stat(snap); err != nil || !st.IsDir() {
+		return fmt.Errorf("--snapshot %s: not a directory; name the snapshot whose tokenizer.json to copy", snap)
+	}
+	files, err := checkpoint.ExportHF(dir, c.String("tag"), c.String("out"), checkpoint.ExportOptions{DType: dt, MaxShardSize: size, CopyFrom: snap})
+	if err != nil {
+		return err
+	}
+	what := files[0]
+	if len(files) > 1 {
+		what = fmt.Sprintf("%d shards, model.safetensors.index.json", len(files))
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "wrote %s: %s and config.json\n", c.String("out"), what)
+	return err
+}
+
+// parseByteSize reads a size as transformers' max_shard_size takes it:
+// bytes, or a number with KB/MB/GB/TB (decimal) or KiB/MiB/GiB/TiB.
+func parseByteSize(s string) (int64, error) {
+	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	unit := strings.ToUpper(strings.TrimSpace(s[len(num):]))
+	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}[unit]
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || mult == 0 || n < 1 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a size; want a positive number of bytes, optionally with KB, MB, GB, TB or KiB, MiB, GiB, TiB", s)
+	}
+	return n * mult, nil
 }

@@ -29,7 +29,7 @@ func estimateCommand() *cli.Command {
 			"`gotrain train` prints the measured numbers next to these at start-up.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"deepspeed_config", "deepspeed"}, Usage: "DeepSpeed JSON config `FILE` (default: the embedded " + configs.Default + ")"},
-			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + ") or a Hugging Face config.json `PATH`"},
+			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + "), a Hugging Face snapshot `DIR` or its config.json"},
 			&cli.IntFlag{Name: "nproc", Value: 1, Usage: "total data-parallel ranks `N` of the run (all nodes together)"},
 			&cli.IntFlag{Name: "nodes", Value: 1, Usage: "machines `K` the ranks are spread over evenly (N/K ranks each); changes only the host total per node"},
 			&cli.IntFlag{Name: "seq-len", Value: 256, Usage: "sequence length `T`, as given to train (at most the model's n_positions)"},

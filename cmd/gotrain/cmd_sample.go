@@ -6,33 +6,41 @@ import (
 	"io/fs"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/data"
 	"github.com/gotrain/gotrain/model"
+	"github.com/gotrain/gotrain/trainer"
 	"github.com/gotrain/gotrain/zero"
 )
 
 func sampleCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "sample",
-		Usage:     "generate text from trained weights",
-		UsageText: "gotrain sample --from out/model.safetensors --prompt \"func main() {\" [--max-new-tokens 64] [--temperature 1] [--top-k 40] [--seed 1]",
-		Description: "Loads Hugging Face GPT-2 safetensors (config.json beside it) or an llm.c .bin file and\n" +
-			"continues the prompt token by token on the CPU. The tokenizer is read from tokenizer.json in\n" +
-			"the weights' directory when present, else --tokenizer.",
+		Usage:     "generate text from trained weights or a Hugging Face snapshot",
+		UsageText: "gotrain sample --from out [--prompt \"func main() {\"] [--max-new-tokens 64] [--temperature 1] [--top-k 40] [--seed 1] [--ids]",
+		Description: "Loads a Hugging Face snapshot directory (config.json with model.safetensors or shards: GPT-2,\n" +
+			"Llama, Mistral, Qwen2, Qwen3), a safetensors file with config.json beside it, or an llm.c .bin\n" +
+			"file, and continues the prompt token by token on the CPU (no KV cache: each token reruns the\n" +
+			"context). The tokenizer is the tokenizer.json in the weights' directory when present (a\n" +
+			"snapshot's own, with tokenizer_config.json), else --tokenizer. With --ids the prompt and the\n" +
+			"output are token ids, and no tokenizer is needed.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "from", Usage: "weights `FILE` (model.safetensors or llm.c .bin)", Required: true},
-			&cli.StringFlag{Name: "prompt", Usage: "text to continue; empty: start from end-of-text"},
+			&cli.StringFlag{Name: "from", Usage: "weights: a snapshot `DIR`, model.safetensors or an llm.c .bin file", Required: true},
+			&cli.StringFlag{Name: "prompt", Usage: "text to continue (with --ids: token ids separated by spaces or commas); empty: start from the beginning-of-text token"},
 			&cli.IntFlag{Name: "max-new-tokens", Value: 64, Usage: "tokens to generate"},
 			&cli.Float64Flag{Name: "temperature", Value: 1.0, Usage: "softmax temperature (0: greedy)"},
 			&cli.IntFlag{Name: "top-k", Value: 40, Usage: "sample among the k most likely tokens (0: all)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "sampling seed"},
-			&cli.StringFlag{Name: "tokenizer", Value: "gpt2", Usage: "gpt2 or byte, when no tokenizer.json sits beside the weights"},
+			&cli.StringFlag{Name: "tokenizer", Value: "gpt2", Usage: "gpt2, byte or a tokenizer.json, when no tokenizer.json sits beside the weights"},
+			&cli.BoolFlag{Name: "ids", Usage: "read --prompt as token ids and print the generated ids instead of text"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 		},
 		Action: runSample,
@@ -43,24 +51,32 @@ func runSample(c *cli.Context) error {
 	if c.Float64("temperature") < 0 || c.Int("top-k") < 0 || c.Int("max-new-tokens") < 0 {
 		return fmt.Errorf("--temperature, --top-k and --max-new-tokens must not be negative")
 	}
-	cfg, params, err := model.InitFrom(c.String("from"), nil)
+	src, err := model.OpenInitFrom(c.String("from"), nil)
 	if err != nil {
 		return err
 	}
-	tok, err := sampleTokenizer(filepath.Dir(c.String("from")), c.String("tokenizer"))
+	defer src.Close()
+	cfg := src.Config()
+	var tok data.Tokenizer
+	if !c.Bool("ids") {
+		if tok, err = sampleTokenizer(weightsDir(c.String("from")), c.String("tokenizer")); err != nil {
+			return err
+		}
+		if tok.VocabSize() > cfg.V {
+			return fmt.Errorf("tokenizer %s has %d ids but the model in %s has vocab_size %d; pass the --tokenizer it was trained with",
+				tok.Name(), tok.VocabSize(), c.String("from"), cfg.V)
+		}
+	}
+	prompt, err := samplePrompt(c, cfg, tok)
 	if err != nil {
 		return err
-	}
-	if tok.VocabSize() > cfg.V {
-		return fmt.Errorf("tokenizer %s has %d ids but the model in %s has vocab_size %d; pass the --tokenizer it was trained with",
-			tok.Name(), tok.VocabSize(), c.String("from"), cfg.V)
 	}
 	be, _, err := newBackend(c.Int("threads"))
 	if err != nil {
 		return err
 	}
 	// One rank holding the parameters only: an inference engine has no
-	// gradients or optimizer state.
+	// gradients or optimizer state. It reads the weights group by group.
 	lay := model.NewLayout(cfg)
 	eo := zero.DefaultOptions(0)
 	eo.Inference = true
@@ -69,11 +85,7 @@ func runSample(c *cli.Context) error {
 		return err
 	}
 	defer eng.Close()
-	err = eng.InitParams(func(g int) ([]float32, error) {
-		off, n := lay.GroupRange(g)
-		return params[off : off+n], nil
-	})
-	if err != nil {
+	if err := trainer.InitParamsFrom(eng, src); err != nil {
 		return err
 	}
 	m, err := model.New(be, cfg, model.Options{Store: eng})
@@ -81,13 +93,19 @@ func runSample(c *cli.Context) error {
 		return err
 	}
 	defer m.Free()
-	ids := []int32{int32(tok.EOT())}
-	for _, t := range tok.Encode(c.String("prompt")) {
-		ids = append(ids, int32(t))
+	stop := map[int]bool{}
+	for _, id := range cfg.EOS.List() {
+		stop[id] = true
 	}
+	if tok != nil {
+		stop[tok.EOT()] = true
+	}
+	ids := prompt
 	rng := rand.New(rand.NewPCG(c.Uint64("seed"), 0x5eed))
 	out := c.App.Writer
-	fmt.Fprint(out, c.String("prompt"))
+	if tok != nil {
+		fmt.Fprint(out, c.String("prompt"))
+	}
 	gen := make([]int, 0, c.Int("max-new-tokens"))
 	for i := 0; i < c.Int("max-new-tokens"); i++ {
 		ctx := ids
@@ -102,28 +120,83 @@ func runSample(c *cli.Context) error {
 			return err
 		}
 		next := sampleToken(logits[:cfg.V], c.Float64("temperature"), c.Int("top-k"), rng)
-		if next == tok.EOT() {
+		if stop[next] {
 			break
 		}
 		ids = append(ids, int32(next))
 		gen = append(gen, next)
 	}
+	if tok == nil {
+		parts := make([]string, len(gen))
+		for i, id := range gen {
+			parts[i] = strconv.Itoa(id)
+		}
+		_, err = fmt.Fprintln(out, strings.Join(parts, " "))
+		return err
+	}
 	_, err = fmt.Fprintln(out, tok.Decode(gen))
 	return err
 }
 
-// sampleTokenizer prefers the tokenizer recorded next to the weights; only
-// when there is none does it use fallback. A tokenizer.json that is there but
-// broken is an error, not a silent switch to another tokenizer.
-func sampleTokenizer(dir, fallback string) (data.Tokenizer, error) {
-	info, err := data.ReadTokenizerInfo(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return data.NewTokenizer(fallback)
-	case err != nil:
-		return nil, err
+// weightsDir is where the tokenizer of --from's weights lives: the
+// snapshot directory itself, or the weight file's directory.
+func weightsDir(from string) string {
+	if st, err := os.Stat(from); err == nil && st.IsDir() {
+		return from
 	}
-	return info.Open()
+	return filepath.Dir(from)
+}
+
+// samplePrompt is the prompt's token ids. GPT-2 starts from its
+// end-of-text id, as it was trained (documents follow it in llm.c's
+// shards); the Llama family's tokenizer adds what its post-processor adds
+// (Llama 3: BOS; Qwen3: nothing), and special tokens written in the prompt
+// (such as <|im_start|>) are matched, as transformers does. An empty
+// prompt starts from BOS, or the end-of-text id when the model has none.
+func samplePrompt(c *cli.Context, cfg model.Config, tok data.Tokenizer) ([]int32, error) {
+	var ids []int32
+	if tok == nil {
+		for _, f := range strings.FieldsFunc(c.String("prompt"), func(r rune) bool { return r == ',' || r == ' ' }) {
+			id, err := strconv.Atoi(f)
+			if err != nil || id < 0 || id >= cfg.V {
+				return nil, fmt.Errorf("--prompt with --ids: %q is not a token id in [0, %d)", f, cfg.V)
+			}
+			ids = append(ids, int32(id))
+		}
+	} else {
+		var enc []int
+		if cfg.Arch == model.ArchGPT2 {
+			enc = append([]int{tok.EOT()}, tok.Encode(c.String("prompt"))...)
+		} else {
+			enc = data.EncodeWith(tok, c.String("prompt"), data.EncodeOptions{AddSpecialTokens: true, MatchSpecialTokens: true})
+		}
+		for _, t := range enc {
+			ids = append(ids, int32(t))
+		}
+	}
+	if len(ids) == 0 {
+		start := cfg.BOS
+		if start < 0 && tok != nil {
+			start = tok.EOT()
+		}
+		if start < 0 || start >= cfg.V {
+			return nil, fmt.Errorf("an empty prompt needs a start token, but the model has no bos_token_id; give --prompt")
+		}
+		ids = append(ids, int32(start))
+	}
+	return ids, nil
+}
+
+// sampleTokenizer prefers the tokenizer recorded next to the weights (a
+// snapshot's tokenizer.json, or the record train writes); only when there
+// is none does it use fallback. A tokenizer.json that is there but broken
+// is an error, not a silent switch to another tokenizer.
+func sampleTokenizer(dir, fallback string) (data.Tokenizer, error) {
+	tok, err := data.TokenizerForModelDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return data.NewTokenizer(fallback)
+	}
+	return tok, err
 }
 
 // sampleToken draws from softmax(logits/temperature) restricted to the top k.

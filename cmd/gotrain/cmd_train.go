@@ -31,22 +31,24 @@ import (
 
 func trainCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "train",
-		Usage:     "train a GPT-2 model with a DeepSpeed config (also: gotrain --config FILE ...)",
-		UsageText: "gotrain train --config ds_config.json --model gpt2-tiny --data 'data/train_*.bin' [flags]",
+		Name:  "train",
+		Usage: "train or fine-tune a GPT-2 or Llama-family model with a DeepSpeed config (also: gotrain --config FILE ...)",
+		UsageText: "gotrain train --config ds_config.json --model gpt2-tiny --data 'data/train_*.bin' [flags]\n" +
+			"   gotrain train --config configs/ds_zero3.json --init-from ./Qwen3-0.6B --data 'data/train_*.bin' [flags]",
 		Description: "Trains for --max-steps optimizer steps. Batch sizes, gradient accumulation, optimizer,\n" +
 			"scheduler and clipping come from the DeepSpeed config; \"auto\" values come from the flags below\n" +
-			"(Hugging Face semantics). Writes <output-dir>/metrics.jsonl, one JSON line per step, and\n" +
-			"<output-dir>/model.safetensors (Hugging Face GPT-2 names) at the end.",
+			"(Hugging Face semantics). Writes <output-dir>/metrics.jsonl, one JSON line per step, and at the end\n" +
+			"<output-dir> as a Hugging Face snapshot: config.json and model.safetensors (shards above 5 GB),\n" +
+			"with the tokenizer files of the snapshot it started from.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"deepspeed_config", "deepspeed"}, Usage: "DeepSpeed JSON config `FILE` (default: the embedded " + configs.Default + ")"},
-			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + ") or a Hugging Face config.json `PATH`"},
+			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + "), a Hugging Face snapshot `DIR` or its config.json (default: --init-from's model, else gpt2-tiny)"},
 			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them)", Required: true},
 			&cli.StringSliceFlag{Name: "val-data", Usage: "validation token shards: `PATH`s or globs"},
 			&cli.IntFlag{Name: "seq-len", Value: 256, Usage: "sequence length `T` (at most the model's n_positions)"},
 			&cli.IntFlag{Name: "max-steps", Value: config.DefaultMaxSteps, Usage: "optimizer steps to run (fills scheduler total_num_steps: \"auto\")"},
 			&cli.StringFlag{Name: "output-dir", Value: "out", Usage: "`DIR` for metrics.jsonl and model.safetensors"},
-			&cli.StringFlag{Name: "init-from", Usage: "start from weights: Hugging Face GPT-2 model.safetensors or an llm.c .bin `FILE`"},
+			&cli.StringFlag{Name: "init-from", Usage: "start from weights: a Hugging Face snapshot `DIR` (model.safetensors or shards with model.safetensors.index.json; F32, BF16 or F16), a model.safetensors file or an llm.c .bin file"},
 			&cli.Uint64Flag{Name: "seed", Value: 1337, Usage: "random seed for the initial weights"},
 			&cli.IntFlag{Name: "eval-every", Value: 0, Usage: "evaluate on --val-data every `N` steps (0: only before and after training)"},
 			&cli.IntFlag{Name: "eval-batches", Value: 20, Usage: "micro-batches per evaluation"},
@@ -117,8 +119,8 @@ func runTrain(c *cli.Context) error {
 		return err
 	}
 	peak := dev.announce(c, out, rk, cfg)
-	fmt.Fprintf(out, "model %s: %s parameters | micro-batch %d × seq %d × grad-accum %d × ranks %d = %d tokens/step\n",
-		c.String("model"), groupDigits(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
+	fmt.Fprintf(out, "model %s (%s): %s parameters | micro-batch %d × seq %d × grad-accum %d × ranks %d = %d tokens/step\n",
+		modelName(c), mcfg.Summary(), groupDigits(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
 		rk.WorldSize, batch.TrainBatchSize*c.Int("seq-len"))
 
 	topts := trainOptions(c, cfg, batch, mcfg, peak, out)
@@ -147,7 +149,9 @@ func runTrain(c *cli.Context) error {
 	if rk.Rank != 0 {
 		return nil
 	}
-	if res.WeightsPath != "" {
+	// A snapshot's own tokenizer.json, copied at start-up, says what the
+	// ids mean; otherwise the data's tokenizer record goes beside the weights.
+	if _, err := os.Stat(filepath.Join(topts.Snapshot, data.TokenizerInfoFile)); res.WeightsPath != "" && (topts.Snapshot == "" || err != nil) {
 		if err := copyTokenizerInfo(c.StringSlice("data"), c.String("output-dir")); err != nil {
 			return err
 		}
@@ -156,26 +160,74 @@ func runTrain(c *cli.Context) error {
 	return nil
 }
 
-// trainModel is --model's shape, its vocabulary sized by the data's
-// tokenizer when the weights do not come from --init-from, validated.
+// trainModel is the model to train: --model's shape (a preset, a
+// snapshot directory or a config.json), or --init-from's when --model is
+// not given; a new preset model's vocabulary sized by the data's
+// tokenizer; validated.
 func trainModel(c *cli.Context) (model.Config, error) {
-	mcfg, err := model.ByName(c.String("model"))
+	name := c.String("model")
+	mcfg, err := model.ByName(name)
 	if err != nil {
 		return mcfg, fmt.Errorf("--model: %w", err)
+	}
+	if init := c.String("init-from"); init != "" {
+		// The weights say what they are; --model, when given, must agree,
+		// and is otherwise only the fallback for a GPT-2 file without
+		// config.json beside it.
+		src, err := model.OpenInitFrom(init, &mcfg)
+		if err != nil {
+			return mcfg, fmt.Errorf("--init-from: %w", err)
+		}
+		have := src.Config()
+		src.Close()
+		if c.IsSet("model") && have != mcfg {
+			return mcfg, fmt.Errorf("--init-from %s holds %v, but --model %s is %v (%s); drop --model to train the snapshot's model",
+				init, have, name, mcfg, strings.Join(have.Diff(mcfg), ", "))
+		}
+		mcfg, name = have, init
 	}
 	tokInfo, err := dataTokenizer(c.StringSlice("data"), c.StringSlice("val-data"))
 	if err != nil {
 		return mcfg, err
 	}
 	if c.String("init-from") == "" {
-		if mcfg, err = vocabFromData(mcfg, c.String("model"), tokInfo); err != nil {
+		if mcfg, err = vocabFromData(mcfg, name, tokInfo); err != nil {
 			return mcfg, err
 		}
+	} else if tokInfo != nil && tokInfo.VocabSize > mcfg.V {
+		return mcfg, fmt.Errorf("--init-from %s has vocab_size %d but the data's tokenizer %s has %d ids; prepare the data with the model's own tokenizer (gotrain data prepare --tokenizer %s)",
+			c.String("init-from"), mcfg.V, tokInfo.Tokenizer, tokInfo.VocabSize, weightsDir(c.String("init-from")))
 	}
 	if err := mcfg.Validate(); err != nil {
-		return mcfg, fmt.Errorf("--model %s: %w", c.String("model"), err)
+		return mcfg, fmt.Errorf("--model %s: %w", name, err)
+	}
+	if err := mcfg.CheckSeqLen(c.Int("seq-len")); err != nil {
+		return mcfg, fmt.Errorf("--seq-len: %w", err)
 	}
 	return mcfg, nil
+}
+
+// modelName names the run's model as the command line did: --init-from's
+// path when the model comes from there, else --model.
+func modelName(c *cli.Context) string {
+	if c.String("init-from") != "" && !c.IsSet("model") {
+		return c.String("init-from")
+	}
+	return c.String("model")
+}
+
+// snapshotDir is the Hugging Face snapshot the run's model comes from, whose
+// tokenizer and generation files travel with the trained weights:
+// --init-from's directory, else --model's when it names one ("" for a
+// preset).
+func snapshotDir(c *cli.Context) string {
+	if init := c.String("init-from"); init != "" {
+		return weightsDir(init)
+	}
+	if _, preset := model.Preset(c.String("model")); preset {
+		return ""
+	}
+	return weightsDir(c.String("model"))
 }
 
 // trainConfig loads the DeepSpeed config with the flags that fill its
@@ -234,7 +286,7 @@ func trainConfig(c *cli.Context, rk launch.Rank, mcfg model.Config) (*config.Con
 func trainOptions(c *cli.Context, cfg *config.Config, batch config.Batch, mcfg model.Config, peak float64, out io.Writer) trainer.Options {
 	return trainer.Options{
 		Config: cfg, Batch: batch, Model: mcfg,
-		InitFrom: c.String("init-from"), Seed: c.Uint64("seed"),
+		InitFrom: c.String("init-from"), Snapshot: snapshotDir(c), Seed: c.Uint64("seed"),
 		Data: c.StringSlice("data"), ValData: c.StringSlice("val-data"),
 		SeqLen: c.Int("seq-len"), MaxSteps: c.Int("max-steps"),
 		EvalEvery: c.Int("eval-every"), EvalBatches: c.Int("eval-batches"), Shuffle: c.Bool("shuffle"), Pack: c.Bool("pack"),
@@ -492,12 +544,16 @@ func vocabFromData(cfg model.Config, name string, info *data.TokenizerInfo) (mod
 	if info == nil || info.VocabSize == cfg.V {
 		return cfg, nil
 	}
-	if _, preset := model.Preset(name); !preset && info.VocabSize > cfg.V {
-		return cfg, fmt.Errorf("--model %s has vocab_size %d but the data's tokenizer %s has %d ids; use a config with vocab_size ≥ %d",
-			name, cfg.V, info.Tokenizer, info.VocabSize, info.VocabSize)
-	}
-	if _, preset := model.Preset(name); preset {
+	// The GPT-2 presets are shapes to size; a config.json and the Llama
+	// family's presets keep their vocabulary, so the trained weights load
+	// into the model class they name.
+	if _, preset := model.Preset(name); preset && cfg.Arch == model.ArchGPT2 {
 		cfg.V, cfg.Vp = info.VocabSize, model.PadVocab(info.VocabSize)
+		return cfg, nil
+	}
+	if info.VocabSize > cfg.V {
+		return cfg, fmt.Errorf("--model %s has vocab_size %d but the data's tokenizer %s has %d ids; use a model with vocab_size ≥ %d, or prepare the data with the model's own tokenizer",
+			name, cfg.V, info.Tokenizer, info.VocabSize, info.VocabSize)
 	}
 	return cfg, nil
 }

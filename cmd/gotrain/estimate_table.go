@@ -72,8 +72,11 @@ func formatEstimate(w io.Writer, est trainer.MemoryEstimate) error {
 // describe writes the lines that say what was estimated.
 func describe(b *strings.Builder, est trainer.MemoryEstimate) {
 	m := est.Model
-	fmt.Fprintf(b, "%s, vocab %d (padded %d) | Ψ = %s parameters | N = %d ranks",
-		m.Summary(), m.V, m.Vp, groupDigits(est.NumParams), est.World)
+	vocab := fmt.Sprintf("vocab %d", m.V)
+	if m.Vp != m.V {
+		vocab += fmt.Sprintf(" (padded %d)", m.Vp)
+	}
+	fmt.Fprintf(b, "%s, %s | Ψ = %s parameters | N = %d ranks", m.Summary(), vocab, groupDigits(est.NumParams), est.World)
 	if est.Nodes > 1 {
 		fmt.Fprintf(b, " on %d nodes", est.Nodes)
 	}
