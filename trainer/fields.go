@@ -71,6 +71,7 @@ func RunFields(o Options, extra ...Field) ([]Field, error) {
 	if o.InitFrom != "" {
 		add("init_from", o.InitFrom, false)
 	}
+	fs = append(fs, stageFields(o.Stage)...)
 	return append(fs, extra...), nil
 }
 

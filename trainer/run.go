@@ -51,6 +51,7 @@ type run struct {
 
 	// Checkpoint lineage and resume state.
 	resumedTag string           // the checkpoint resumed from, "" when fresh
+	entering   bool             // resumed the previous stage's final checkpoint (RunStages)
 	lastSaved  int              // the step whose tag is in this output directory (0: none)
 	runID      string           // checkpoint lineage: inherited on resume, new on a fresh start
 	fields     []Field          // RunFields, stored in each checkpoint

@@ -262,6 +262,7 @@ func (r *run) reduceMasked(ctx context.Context, sum float64, count int64) (float
 // masked-target ratio for masked data), which the engine divides out.
 func (r *run) optimize(lossScale, gradScale float64) (lr, norm float64, overflow bool, err error) {
 	hp := r.opt.Scheduled(r.sch)
+	hp.LR *= r.lrScale()
 	norm, err = r.eng.Step(r.cctx, zero.StepInput{AdamW: hp.Params(r.updates + 1), ClipNorm: r.o.Config.GradientClipping, LossScale: gradScale})
 	overflow = errors.Is(err, zero.ErrNonFiniteGradients)
 	switch {
