@@ -25,7 +25,7 @@ type trainerState struct {
 	Skipped   int                    `json:"skipped"` // fp16 overflow steps
 	Scheduler optim.SchedulerState   `json:"scheduler"`
 	Scaler    *optim.LossScalerState `json:"loss_scaler,omitempty"`
-	Data      data.LoaderState       `json:"data"` // every rank's loader moves in step; the rank offset is positional
+	Data      data.LoaderState       `json:"data"`            // every rank's loader moves in step; the rank offset is positional
 	Stage     *stageState            `json:"stage,omitempty"` // the curriculum stage (--stages) the step belongs to
 }
 
