@@ -79,7 +79,7 @@ func RunFields(o Options, extra ...Field) ([]Field, error) {
 func mathKey(path string) bool {
 	for _, p := range []string{"optimizer", "scheduler", "gradient_clipping", "train_batch_size",
 		"train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "bf16", "fp16", "amp",
-		"data_types", "prescale_gradients", "gradient_predivide_factor"} {
+		"data_types", "prescale_gradients", "gradient_predivide_factor", "curriculum_learning"} {
 		if path == p || strings.HasPrefix(path, p+".") {
 			return true
 		}

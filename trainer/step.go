@@ -54,6 +54,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 // stop.
 func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop bool, err error) {
 	t0 := time.Now()
+	r.curT = r.seqLenAt(n)
 	if err := r.eng.ZeroGrad(); err != nil {
 		return rec, false, err
 	}
@@ -110,7 +111,7 @@ func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop boo
 		ForwardSeconds: fwd.Seconds(), BackwardSeconds: bwd.Seconds(), OptimizerSeconds: optDur.Seconds(),
 		CommSeconds: commSeconds(r.c.Stats()) - commBefore,
 	}
-	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.o.Model.FlopsPerToken(r.o.SeqLen), r.o.PeakFLOPS)
+	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.o.Model.FlopsPerToken(r.curT), r.o.PeakFLOPS)
 	return rec, stop, nil
 }
 
@@ -118,13 +119,13 @@ func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop boo
 // step on all ranks, masked or not.
 func (r *run) stepPositions() int64 {
 	b := r.o.Batch
-	return int64(b.MicroBatch) * int64(r.o.SeqLen) * int64(b.GradAccum) * int64(r.world)
+	return int64(b.MicroBatch) * int64(r.curT) * int64(b.GradAccum) * int64(r.world)
 }
 
 // tokensPerStep is every rank's tokens of one optimizer step.
 func (r *run) tokensPerStep() int64 {
 	b := r.o.Batch
-	return int64(b.MicroBatch) * int64(r.o.SeqLen) * int64(b.GradAccum) * int64(r.world)
+	return int64(b.MicroBatch) * int64(r.curT) * int64(b.GradAccum) * int64(r.world)
 }
 
 // forwardBackward runs the step's micro-batches and returns this rank's
@@ -134,14 +135,15 @@ func (r *run) tokensPerStep() int64 {
 // global mean. fp16 multiplies it by the loss scale, which the engine's
 // step divides out.
 func (r *run) forwardBackward(lossScale float64) (loss float64, fwd, bwd time.Duration, err error) {
-	B, T, gas := r.o.Batch.MicroBatch, r.o.SeqLen, r.o.Batch.GradAccum
+	B, T, gas := r.o.Batch.MicroBatch, r.curT, r.o.Batch.GradAccum
 	dloss := float32(lossScale / float64(B*T*gas*r.world))
 	for range gas {
 		if err := r.batches.Next(r.in, r.tg); err != nil {
 			return 0, fwd, bwd, fmt.Errorf("read batch: %w", err)
 		}
+		in, tg := r.cutBatch(T)
 		t := time.Now()
-		l, err := r.m.Forward(r.in, r.tg, B, T)
+		l, err := r.m.Forward(in, tg, B, T)
 		if err != nil {
 			return 0, fwd, bwd, fmt.Errorf("forward: %w", err)
 		}
@@ -195,15 +197,16 @@ func (r *run) reduceLoss(ctx context.Context, loss float64) (float64, bool, erro
 // gradients are never larger than a plain step's, which keeps fp16's
 // overflow behaviour) together with the loss scale.
 func (r *run) forwardBackwardMasked(lossScale float64) (sum float64, count int64, fwd, bwd time.Duration, err error) {
-	B, T, gas := r.o.Batch.MicroBatch, r.o.SeqLen, r.o.Batch.GradAccum
+	B, T, gas := r.o.Batch.MicroBatch, r.curT, r.o.Batch.GradAccum
 	dloss := float32(lossScale / float64(r.stepPositions()))
 	for range gas {
 		if err := r.batches.Next(r.in, r.tg); err != nil {
 			return 0, 0, fwd, bwd, fmt.Errorf("read batch: %w", err)
 		}
-		n := countTargets(r.tg)
+		in, tg := r.cutBatch(T)
+		n := countTargets(tg)
 		t := time.Now()
-		l, err := r.m.Forward(r.in, r.tg, B, T)
+		l, err := r.m.Forward(in, tg, B, T)
 		if err != nil {
 			return 0, 0, fwd, bwd, fmt.Errorf("forward: %w", err)
 		}

@@ -365,3 +365,102 @@ func TestStagesFlagConflictsAndBadFiles(t *testing.T) {
 		t.Errorf("train without --data or --stages: %v", err)
 	}
 }
+
+// curriculumConfig is the fixture's config with a curriculum_learning block.
+func curriculumConfig(t *testing.T, dir, name, block string) string {
+	t.Helper()
+	f := filepath.Join(dir, name)
+	os.WriteFile(f, []byte(`{
+		"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "gradient_clipping": 0.5,
+		"optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}},
+		"curriculum_learning": `+block+`}`), 0o644)
+	return f
+}
+
+// TestCurriculumLearningCutsSamples: DeepSpeed's seqlen curriculum cuts
+// each sample of a step to its first seq len tokens. A run at --seq-len 16
+// whose schedule keeps 8 must train exactly as a --seq-len 8 run on a
+// shard holding those cut samples (built so each cut row's last target,
+// its 9th token, is also where the next row starts). A fixed_linear
+// schedule from 8 to 16 over 4 steps with difficulty_step 8 trains steps
+// 1-3 at 8 tokens and then 16 (DeepSpeed's formula: ⌊n/4·8+8⌋ rounded down
+// to a multiple of 8), which the logged token counts show.
+func TestCurriculumLearningCutsSamples(t *testing.T) {
+	fx := newCkFixture(t)
+	const B, T, cut, rows = 2, 16, 8, 24
+	full := make([]int32, rows*T+1)
+	for i := range full {
+		full[i] = int32((i*i + 5*i + i/7) % 64)
+	}
+	for r := range rows {
+		full[r*T+cut] = full[(r+1)*T]
+	}
+	var short []int32
+	for r := range rows {
+		short = append(short, full[r*T:r*T+cut]...)
+	}
+	short = append(short, full[rows*T])
+	fullShard, shortShard := filepath.Join(fx.dir, "full.bin"), filepath.Join(fx.dir, "short.bin")
+	if err := data.WriteShard(fullShard, data.ShardGPT2, full); err != nil {
+		t.Fatal(err)
+	}
+	if err := data.WriteShard(shortShard, data.ShardGPT2, short); err != nil {
+		t.Fatal(err)
+	}
+	base := func(cfg, shard, out string, seq int) []string {
+		return []string{"train", "--config", cfg, "--model", fx.model, "--data", shard, "--seq-len", strconv.Itoa(seq),
+			"--max-steps", "5", "--output-dir", out, "--peak-flops", "1e9", "--threads", "1", "--metrics-addr", "off", "--device", "cpu"}
+	}
+	discrete := curriculumConfig(t, fx.dir, "cl_discrete.json", `{"enabled": true, "curriculum_type": "seqlen", "min_difficulty": 8,
+		"max_difficulty": 16, "schedule_type": "fixed_discrete", "schedule_config": {"difficulty": [8, 16], "max_step": [1000]}}`)
+	cl, ref := filepath.Join(fx.dir, "cl"), filepath.Join(fx.dir, "ref")
+	if o, e, err := run(t, base(discrete, fullShard, cl, T)...); err != nil {
+		t.Fatalf("curriculum: %v\n%s\n%s", err, o, e)
+	}
+	if o, e, err := run(t, base(fx.cfg, shortShard, ref, cut)...); err != nil {
+		t.Fatalf("reference: %v\n%s\n%s", err, o, e)
+	}
+	got, want := stepRecs(t, cl), stepRecs(t, ref)
+	if len(got) != 5 || len(want) != 5 {
+		t.Fatalf("%d and %d steps", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("step %d: curriculum %+v, cut samples at --seq-len 8 %+v", i+1, got[i], want[i])
+		}
+	}
+
+	linear := curriculumConfig(t, fx.dir, "cl_linear.json", `{"enabled": true, "curriculum_type": "seqlen", "min_difficulty": 8,
+		"max_difficulty": 16, "schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 4, "difficulty_step": 8}}`)
+	lin := filepath.Join(fx.dir, "lin")
+	if o, e, err := run(t, base(linear, fullShard, lin, T)...); err != nil {
+		t.Fatalf("fixed_linear: %v\n%s\n%s", err, o, e)
+	}
+	b, err := os.ReadFile(filepath.Join(lin, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev int64
+	var lens []int
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			Loss   *float64 `json:"loss"`
+			Tokens int64    `json:"tokens"`
+		}
+		if json.Unmarshal([]byte(line), &r) != nil || r.Loss == nil {
+			continue
+		}
+		lens = append(lens, int(r.Tokens-prev)/(B*2))
+		prev = r.Tokens
+	}
+	if !equalInts(lens, []int{8, 8, 8, 16, 16}) {
+		t.Errorf("fixed_linear 8→16 over 4 steps trained at lengths %v, want [8 8 8 16 16]", lens)
+	}
+
+	// A curriculum beyond --seq-len is refused, naming the key.
+	long := curriculumConfig(t, fx.dir, "cl_long.json", `{"enabled": true, "curriculum_type": "seqlen", "min_difficulty": 8,
+		"max_difficulty": 32, "schedule_type": "fixed_discrete", "schedule_config": {"difficulty": [8, 32], "max_step": [2]}}`)
+	if _, _, err := run(t, base(long, fullShard, filepath.Join(fx.dir, "long"), T)...); err == nil || !strings.Contains(err.Error(), "curriculum_learning.max_difficulty 32 is above --seq-len 16") {
+		t.Errorf("max_difficulty beyond --seq-len: %v", err)
+	}
+}
