@@ -344,7 +344,7 @@ func keyTable() []keySpec {
 
 		blk("curriculum_learning", Supported, "DeepSpeed's legacy seqlen curriculum: each step's samples are cut to the scheduled length (for other curricula: train --stages)"),
 		kb("curriculum_learning.enabled", false, Supported, ""),
-		ks("curriculum_learning.curriculum_type", nil, Supported, "seqlen only").oneOf(false, "seqlen"),
+		ks("curriculum_learning.curriculum_type", nil, Supported, "other types are refused").oneOf(false, "seqlen"),
 		ki("curriculum_learning.min_difficulty", nil, Supported, "first sequence length").in(positive),
 		ki("curriculum_learning.max_difficulty", nil, Supported, "last sequence length, at most --seq-len").in(positive),
 		ks("curriculum_learning.schedule_type", nil, Supported, "").oneOf(false, "fixed_linear", "fixed_root", "fixed_discrete"),
