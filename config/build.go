@@ -130,6 +130,7 @@ func (d *decoder) build() *Config {
 	c.ZeroForceDSCPUOptimizer = d.boolean("zero_force_ds_cpu_optimizer")
 	c.DataloaderDropLast = d.boolean("dataloader_drop_last")
 	c.VocabularySize = d.optInt("vocabulary_size")
+	c.Curriculum = d.buildCurriculum()
 
 	for _, s := range d.tab.specs {
 		if s.kind != kindRawBlock && s.kind != kindAny || s.path == "amp" {

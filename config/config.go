@@ -46,6 +46,7 @@ type Config struct {
 	ZeroForceDSCPUOptimizer    bool
 	DataloaderDropLast         bool
 	VocabularySize             Opt[int]
+	Curriculum                 Curriculum // "curriculum_learning"
 
 	// Other holds the known blocks gotrain keeps as raw JSON (elasticity, pipeline, compression_training,
 	// sparse_attention, hybrid_engine, tensor_parallel, nebula, autotuning, data_efficiency,

@@ -116,6 +116,7 @@ func (d *decoder) validate(c *Config) {
 			fmt.Sprintf("pad it to %d", (n+7)/8*8))
 	}
 	d.validateElasticity(c)
+	d.validateCurriculum(c.Curriculum, fail)
 }
 
 // validateElasticity applies DeepSpeed's one elasticity check: the elastic scheduler chooses the batch sizes,

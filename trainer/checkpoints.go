@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +25,8 @@ type trainerState struct {
 	Skipped   int                    `json:"skipped"` // fp16 overflow steps
 	Scheduler optim.SchedulerState   `json:"scheduler"`
 	Scaler    *optim.LossScalerState `json:"loss_scaler,omitempty"`
-	Data      data.LoaderState       `json:"data"` // every rank's loader moves in step; the rank offset is positional
+	Data      data.LoaderState       `json:"data"`            // every rank's loader moves in step; the rank offset is positional
+	Stage     *stageState            `json:"stage,omitempty"` // the curriculum stage (--stages) the step belongs to
 }
 
 // barrier is the checkpoint writer's barrier over the engine's Comm.
@@ -63,7 +65,7 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	ts := trainerState{Updates: r.updates, Skipped: r.skipped, Scheduler: r.sch.State()}
+	ts := trainerState{Updates: r.updates, Skipped: r.skipped, Scheduler: r.sch.State(), Stage: r.stageState()}
 	if r.loader != nil {
 		ts.Data = r.loader.Save()
 	}
@@ -108,7 +110,7 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	if err := r.monitors.Sync(); err != nil {
 		return fmt.Errorf("checkpoint: monitor: %w", err)
 	}
-	fmt.Fprintf(r.o.Log, "saved checkpoint %s in %.2fs\n", filepath.Join(dir, checkpoint.TagName(int64(step))), time.Since(t0).Seconds())
+	fmt.Fprintf(r.o.Log, "saved checkpoint %s%s in %.2fs\n", filepath.Join(dir, checkpoint.TagName(int64(step))), r.stageNote(step), time.Since(t0).Seconds())
 	if ob, ok := r.o.Observer.(interface{ ObserveCheckpoint(float64) }); ok {
 		ob.ObserveCheckpoint(time.Since(t0).Seconds())
 	}
@@ -153,6 +155,9 @@ func (r *run) checkConfig(ck *checkpoint.Reader) error {
 	fmt.Fprintf(r.o.Log, "resuming %s with settings that differ from the checkpoint's:\n", ck.Tag())
 	for _, d := range diffs {
 		note := ""
+		if r.entering && slices.Contains(stageOwned, d.Name) {
+			d.Math, note = false, "   (the new stage's)"
+		}
 		if d.Math {
 			note = "   (changes the math)"
 			math = append(math, fmt.Sprintf("%s %s → %s", d.Name, d.A, d.B))
@@ -211,6 +216,14 @@ func (r *run) restore(ck *checkpoint.Reader) (startStep int, tokens int64, err e
 	if err := ck.CheckModel(r.m.Layout()); err != nil {
 		return 0, 0, fmt.Errorf("--resume: %w (the checkpoint was written for another model; pass the same --model)", err)
 	}
+	meta := ck.Meta()
+	var ts trainerState
+	if err := json.Unmarshal(meta.DataPosition, &ts); err != nil {
+		return 0, 0, fmt.Errorf("--resume %s: trainer state: %w", ck.Tag(), err)
+	}
+	if r.entering, err = r.enteringStage(ck.Tag(), int(meta.Step), ts.Stage); err != nil {
+		return 0, 0, err
+	}
 	if err := r.checkConfig(ck); err != nil {
 		return 0, 0, err
 	}
@@ -219,11 +232,6 @@ func (r *run) restore(ck *checkpoint.Reader) (startStep int, tokens int64, err e
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("--resume %s: %w", ck.Tag(), err)
-	}
-	meta := ck.Meta()
-	var ts trainerState
-	if err := json.Unmarshal(meta.DataPosition, &ts); err != nil {
-		return 0, 0, fmt.Errorf("--resume %s: trainer state: %w", ck.Tag(), err)
 	}
 	r.updates, r.skipped = ts.Updates, ts.Skipped
 	if err := r.sch.Restore(ts.Scheduler); err != nil {
@@ -234,8 +242,12 @@ func (r *run) restore(ck *checkpoint.Reader) (startStep int, tokens int64, err e
 			return 0, 0, fmt.Errorf("--resume %s: loss scaler: %w", ck.Tag(), err)
 		}
 	}
-	if err := r.restoreData(ts.Data); err != nil {
-		return 0, 0, fmt.Errorf("--resume %s: %w", ck.Tag(), err)
+	// A stage entered from the previous one's final checkpoint reads its
+	// own data from the start; only the optimizer and the schedule carry on.
+	if !r.entering {
+		if err := r.restoreData(ts.Data); err != nil {
+			return 0, 0, fmt.Errorf("--resume %s: %w", ck.Tag(), err)
+		}
 	}
 	r.runID = meta.RunID
 	if r.runID == "" {

@@ -71,6 +71,7 @@ func RunFields(o Options, extra ...Field) ([]Field, error) {
 	if o.InitFrom != "" {
 		add("init_from", o.InitFrom, false)
 	}
+	fs = append(fs, stageFields(o.Stage)...)
 	return append(fs, extra...), nil
 }
 
@@ -78,7 +79,7 @@ func RunFields(o Options, extra ...Field) ([]Field, error) {
 func mathKey(path string) bool {
 	for _, p := range []string{"optimizer", "scheduler", "gradient_clipping", "train_batch_size",
 		"train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "bf16", "fp16", "amp",
-		"data_types", "prescale_gradients", "gradient_predivide_factor"} {
+		"data_types", "prescale_gradients", "gradient_predivide_factor", "curriculum_learning"} {
 		if path == p || strings.HasPrefix(path, p+".") {
 			return true
 		}

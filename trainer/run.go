@@ -52,6 +52,7 @@ type run struct {
 
 	// Checkpoint lineage and resume state.
 	resumedTag string           // the checkpoint resumed from, "" when fresh
+	entering   bool             // resumed the previous stage's final checkpoint (RunStages)
 	lastSaved  int              // the step whose tag is in this output directory (0: none)
 	runID      string           // checkpoint lineage: inherited on resume, new on a fresh start
 	fields     []Field          // RunFields, stored in each checkpoint
@@ -61,6 +62,7 @@ type run struct {
 	loader  *data.Loader     // the shards' loader, whose position checkpoints keep; nil with Options.Batches
 	val     *data.EvalLoader // nil without val data
 	in, tg  []int32
+	curT    int // this step's sequence length: SeqLen, or curriculum_learning's (curriculum.go)
 
 	log       *metrics.JSONL
 	monitors  metrics.Monitors // DeepSpeed's csv_monitor and tensorboard (rank 0)
@@ -78,7 +80,7 @@ func newRun(ctx context.Context, be backend.Backend, o Options) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{be: be, o: o, c: c, rank: c.Rank(), world: c.Size(), cctx: context.WithoutCancel(ctx),
+	r := &run{be: be, o: o, c: c, rank: c.Rank(), world: c.Size(), cctx: context.WithoutCancel(ctx), curT: o.SeqLen,
 		prog: metrics.Progress{W: o.Log, TotalSteps: o.MaxSteps}}
 	if err := r.setup(); err != nil {
 		r.close()
@@ -106,6 +108,9 @@ func normalize(be backend.Backend, o Options) (comm.Comm, Options, error) {
 		return nil, o, fmt.Errorf("the batch sizes were resolved for %d ranks but %d are running", o.Batch.WorldSize, c.Size())
 	}
 	if err := checkSupported(o.Config); err != nil {
+		return nil, o, err
+	}
+	if err := checkCurriculum(o); err != nil {
 		return nil, o, err
 	}
 	if o.EvalBatches <= 0 {

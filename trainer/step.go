@@ -55,6 +55,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 // stop.
 func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop bool, err error) {
 	t0 := time.Now()
+	r.curT = r.seqLenAt(n)
 	if err := r.eng.ZeroGrad(); err != nil {
 		return rec, false, err
 	}
@@ -117,7 +118,7 @@ func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop boo
 		ForwardSeconds: fwd.Seconds(), BackwardSeconds: bwd.Seconds(), OptimizerSeconds: optDur.Seconds(),
 		CommSeconds: commSeconds(r.c.Stats()) - commBefore,
 	}
-	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.o.Model.FlopsPerToken(r.o.SeqLen), r.o.PeakFLOPS)
+	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.o.Model.FlopsPerToken(r.curT), r.o.PeakFLOPS)
 	return rec, stop, nil
 }
 
@@ -125,13 +126,13 @@ func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop boo
 // step on all ranks, masked or not.
 func (r *run) stepPositions() int64 {
 	b := r.o.Batch
-	return int64(b.MicroBatch) * int64(r.o.SeqLen) * int64(b.GradAccum) * int64(r.world)
+	return int64(b.MicroBatch) * int64(r.curT) * int64(b.GradAccum) * int64(r.world)
 }
 
 // tokensPerStep is every rank's tokens of one optimizer step.
 func (r *run) tokensPerStep() int64 {
 	b := r.o.Batch
-	return int64(b.MicroBatch) * int64(r.o.SeqLen) * int64(b.GradAccum) * int64(r.world)
+	return int64(b.MicroBatch) * int64(r.curT) * int64(b.GradAccum) * int64(r.world)
 }
 
 // forwardBackward queues the step's micro-batches; the sum of their
@@ -141,7 +142,7 @@ func (r *run) tokensPerStep() int64 {
 // ranks that of the global mean. fp16 multiplies it by the loss scale,
 // which the engine's step divides out.
 func (r *run) forwardBackward(lossScale float64) (fwd, bwd time.Duration, err error) {
-	B, T, gas := r.o.Batch.MicroBatch, r.o.SeqLen, r.o.Batch.GradAccum
+	B, T, gas := r.o.Batch.MicroBatch, r.curT, r.o.Batch.GradAccum
 	dloss := float32(lossScale / float64(B*T*gas*r.world))
 	lossSum := r.scalars.Slice(0, 1)
 	r.be.Zero(lossSum)
@@ -149,8 +150,9 @@ func (r *run) forwardBackward(lossScale float64) (fwd, bwd time.Duration, err er
 		if err := r.batches.Next(r.in, r.tg); err != nil {
 			return fwd, bwd, fmt.Errorf("read batch: %w", err)
 		}
+		in, tg := r.cutBatch(T)
 		t := time.Now()
-		if err := r.m.ForwardQueued(r.in, r.tg, B, T, lossSum); err != nil {
+		if err := r.m.ForwardQueued(in, tg, B, T, lossSum); err != nil {
 			return fwd, bwd, fmt.Errorf("forward: %w", err)
 		}
 		fwd += time.Since(t)
@@ -170,7 +172,7 @@ func (r *run) forwardBackward(lossScale float64) (fwd, bwd time.Duration, err er
 // (a GPU) reads its loss with the optimizer step's own synchronisation:
 // one host wait less per step.
 func (r *run) reduceLoss(ctx context.Context) (func() (float64, bool, error), error) {
-	tokens := float64(r.o.Batch.MicroBatch * r.o.SeqLen * r.o.Batch.GradAccum)
+	tokens := float64(r.o.Batch.MicroBatch * r.curT * r.o.Batch.GradAccum)
 	stop := 0.0
 	if ctx.Err() != nil {
 		stop = 1
@@ -240,15 +242,16 @@ func (r *run) meanOverRanks(v float64) (float64, error) {
 // gradients are never larger than a plain step's, which keeps fp16's
 // overflow behaviour) together with the loss scale.
 func (r *run) forwardBackwardMasked(lossScale float64) (sum float64, count int64, fwd, bwd time.Duration, err error) {
-	B, T, gas := r.o.Batch.MicroBatch, r.o.SeqLen, r.o.Batch.GradAccum
+	B, T, gas := r.o.Batch.MicroBatch, r.curT, r.o.Batch.GradAccum
 	dloss := float32(lossScale / float64(r.stepPositions()))
 	for range gas {
 		if err := r.batches.Next(r.in, r.tg); err != nil {
 			return 0, 0, fwd, bwd, fmt.Errorf("read batch: %w", err)
 		}
-		n := countTargets(r.tg)
+		in, tg := r.cutBatch(T)
+		n := countTargets(tg)
 		t := time.Now()
-		l, err := r.m.Forward(r.in, r.tg, B, T)
+		l, err := r.m.Forward(in, tg, B, T)
 		if err != nil {
 			return 0, 0, fwd, bwd, fmt.Errorf("forward: %w", err)
 		}
@@ -307,6 +310,7 @@ func (r *run) reduceMasked(ctx context.Context, sum float64, count int64) (float
 // masked-target ratio for masked data), which the engine divides out.
 func (r *run) optimize(lossScale, gradScale float64) (lr, norm float64, overflow bool, err error) {
 	hp := r.opt.Scheduled(r.sch)
+	hp.LR *= r.lrScale()
 	norm, err = r.eng.Step(r.cctx, zero.StepInput{AdamW: hp.Params(r.updates + 1), ClipNorm: r.o.Config.GradientClipping, LossScale: gradScale})
 	overflow = errors.Is(err, zero.ErrNonFiniteGradients)
 	switch {

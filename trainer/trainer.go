@@ -82,6 +82,11 @@ type Options struct {
 	AllowConfigChange         bool
 	ConfigText                string // the config file as read, stored in checkpoints
 
+	// Stage, when set, is the stage of a curriculum this run trains
+	// (RunStages): its steps are Stage.FirstStep..MaxSteps, its checkpoints
+	// record it, and Stage.LRScale multiplies the scheduled learning rate.
+	Stage *StageInfo
+
 	// Version is gotrain's version, one of the RunFields every rank and a
 	// resumed checkpoint compare.
 	Version string

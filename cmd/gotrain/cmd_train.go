@@ -43,7 +43,7 @@ func trainCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"deepspeed_config", "deepspeed"}, Usage: "DeepSpeed JSON config `FILE` (default: the embedded " + configs.Default + ")"},
 			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + "), a Hugging Face snapshot `DIR` or its config.json (default: --init-from's model, else gpt2-tiny)"},
-			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them)", Required: true},
+			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them); required unless --stages"},
 			&cli.StringSliceFlag{Name: "val-data", Usage: "validation token shards: `PATH`s or globs"},
 			&cli.IntFlag{Name: "seq-len", Value: 256, Usage: "sequence length `T` (at most the model's n_positions)"},
 			&cli.IntFlag{Name: "max-steps", Value: config.DefaultMaxSteps, Usage: "optimizer steps to run (fills scheduler total_num_steps: \"auto\")"},
@@ -55,6 +55,7 @@ func trainCommand() *cli.Command {
 			&cli.BoolFlag{Name: "gradient-checkpointing", Aliases: []string{"gradient_checkpointing"}, Usage: "recompute each block in backward instead of keeping its activations (also on when the config has an activation_checkpointing block)"},
 			&cli.BoolFlag{Name: "pack", Usage: "read rows with loss masks (instruction and chat data) as one token stream of full T-token samples (attention crosses row boundaries) instead of one padded sample per row"},
 			&cli.Float64Flag{Name: "num-train-epochs", Aliases: []string{"num_train_epochs"}, Usage: "train for this many passes over --data instead of --max-steps (steps = ceil(E × ⌊micro-batches per epoch / gradient accumulation⌋), as Hugging Face's Trainer; fills total_num_steps: \"auto\")"},
+			&cli.StringFlag{Name: "stages", Usage: "train a curriculum: a JSON `FILE` {\"stages\": [{\"name\", \"data\", \"seq_len\", \"steps\" or \"epochs\", \"lr_scale\", \"val_data\", \"pack\"}, ...]} run in order as one run (steps numbered across stages, optimizer and schedule continued, a checkpoint at each stage's end); replaces --data, --seq-len, --max-steps and --num-train-epochs"},
 			&cli.BoolFlag{Name: "shuffle", Usage: "visit shards and batches in a seeded random order each epoch (default: llm.c's sequential order)"},
 			&cli.StringFlag{Name: "device", Value: "auto", Usage: "cpu, cuda or auto (cuda when a GPU and its libraries are present)"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads for the CPU backend and BLAS (0: all cores)"},
@@ -96,15 +97,26 @@ func runTrain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	stages, err := readStages(c)
+	if err != nil {
+		return err
+	}
 	// Inputs are checked before anything is allocated: the model (sized by
 	// the data's tokenizer), then the config it is trained with.
-	mcfg, err := trainModel(c)
+	mcfg, err := trainModel(c, stages)
 	if err != nil {
 		return err
 	}
 	cfg, batch, err := trainConfig(c, rk, mcfg)
 	if err != nil {
 		return err
+	}
+	seqLen := c.Int("seq-len")
+	if stages != nil {
+		if stages, err = resolveStages(c, stages, rk, batch, mcfg); err != nil {
+			return err
+		}
+		seqLen = stages[0].SeqLen
 	}
 	if autoNote != "" && rk.Rank == 0 {
 		fmt.Fprintf(c.App.ErrWriter, "info: --device auto chose the CPU: %s\n", autoNote)
@@ -120,15 +132,19 @@ func runTrain(c *cli.Context) error {
 	}
 	peak := dev.announce(c, out, rk, cfg)
 	fmt.Fprintf(out, "model %s (%s): %s parameters | micro-batch %d × seq %d × grad-accum %d × ranks %d = %d tokens/step\n",
-		modelName(c), mcfg.Summary(), groupDigits(int64(mcfg.NumParams())), batch.MicroBatch, c.Int("seq-len"), batch.GradAccum,
-		rk.WorldSize, batch.TrainBatchSize*c.Int("seq-len"))
+		modelName(c), mcfg.Summary(), groupDigits(int64(mcfg.NumParams())), batch.MicroBatch, seqLen, batch.GradAccum,
+		rk.WorldSize, batch.TrainBatchSize*seqLen)
 
 	topts := trainOptions(c, cfg, batch, mcfg, peak, out)
 	topts.Observer = prom
 	if rk.WorldSize > 1 {
 		// Every rank must be running the same job: the rendezvous compares
 		// these fields and names the ones that differ.
-		fields, err := jobFields(topts, dev.be)
+		jo := topts
+		if stages != nil {
+			jo = trainer.StageOptions(topts, stages, 0)
+		}
+		fields, err := jobFields(jo, dev.be)
 		if err != nil {
 			return err
 		}
@@ -139,10 +155,10 @@ func runTrain(c *cli.Context) error {
 		defer cm.Close()
 		topts.Comm = cm
 	}
-	if rk.Rank == 0 {
+	if rk.Rank == 0 && stages == nil {
 		topts.Ready = func(local backend.MemoryStats) error { return memoryTable(out, local, topts, rk.WorldSize) }
 	}
-	res, err := trainer.Run(c.Context, dev.be, topts)
+	res, err := runTraining(c.Context, dev.be, topts, stages)
 	if err != nil {
 		return stoppedExit(err)
 	}
@@ -152,7 +168,7 @@ func runTrain(c *cli.Context) error {
 	// A snapshot's own tokenizer.json, copied at start-up, says what the
 	// ids mean; otherwise the data's tokenizer record goes beside the weights.
 	if _, err := os.Stat(filepath.Join(topts.Snapshot, data.TokenizerInfoFile)); res.WeightsPath != "" && (topts.Snapshot == "" || err != nil) {
-		if err := copyTokenizerInfo(c.StringSlice("data"), c.String("output-dir")); err != nil {
+		if err := copyTokenizerInfo(trainData(c, stages), c.String("output-dir")); err != nil {
 			return err
 		}
 	}
@@ -164,7 +180,7 @@ func runTrain(c *cli.Context) error {
 // snapshot directory or a config.json), or --init-from's when --model is
 // not given; a new preset model's vocabulary sized by the data's
 // tokenizer; validated.
-func trainModel(c *cli.Context) (model.Config, error) {
+func trainModel(c *cli.Context, stages []trainer.Stage) (model.Config, error) {
 	name := c.String("model")
 	mcfg, err := model.ByName(name)
 	if err != nil {
@@ -186,7 +202,7 @@ func trainModel(c *cli.Context) (model.Config, error) {
 		}
 		mcfg, name = have, init
 	}
-	tokInfo, err := dataTokenizer(c.StringSlice("data"), c.StringSlice("val-data"))
+	tokInfo, err := dataTokenizer(trainData(c, stages), c.StringSlice("val-data"))
 	if err != nil {
 		return mcfg, err
 	}
@@ -262,12 +278,18 @@ func trainConfig(c *cli.Context, rk launch.Rank, mcfg model.Config) (*config.Con
 		return nil, config.Batch{}, err
 	}
 	batch, err := cfg.Resolve(rk.WorldSize)
-	if err != nil || !c.IsSet("num-train-epochs") {
+	if err != nil || (!c.IsSet("num-train-epochs") && !c.IsSet("stages")) {
 		return cfg, batch, err
 	}
-	// Epochs fix the step count from the data, which needs the resolved
-	// batch; "auto" total_num_steps is then filled with it.
-	steps, err := epochSteps(c, rk, batch, mcfg)
+	// Epochs (or a curriculum's stages) fix the step count from the data,
+	// which needs the resolved batch; "auto" total_num_steps is then
+	// filled with it.
+	var steps int
+	if c.IsSet("stages") {
+		steps, err = stagesSteps(c, rk, batch, mcfg)
+	} else {
+		steps, err = epochSteps(c, rk, batch, mcfg)
+	}
 	if err != nil {
 		return nil, config.Batch{}, err
 	}
