@@ -217,8 +217,12 @@ func trainModel(c *cli.Context, stages []trainer.Stage) (model.Config, error) {
 	if err := mcfg.Validate(); err != nil {
 		return mcfg, fmt.Errorf("--model %s: %w", name, err)
 	}
-	if err := mcfg.CheckSeqLen(c.Int("seq-len")); err != nil {
-		return mcfg, fmt.Errorf("--seq-len: %w", err)
+	// With --stages each stage's seq_len is checked the same way, naming
+	// the stage (trainer.ResolveStages).
+	if len(stages) == 0 {
+		if err := mcfg.CheckSeqLen(c.Int("seq-len")); err != nil {
+			return mcfg, fmt.Errorf("--seq-len: %w", err)
+		}
 	}
 	return mcfg, nil
 }

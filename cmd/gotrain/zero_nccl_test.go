@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -132,10 +133,8 @@ func zeroOverNCCL(t *testing.T, drv *cuda.Driver, lib *nccl.Library, dir string,
 			}(r)
 		}
 		wg.Wait()
-		for r, err := range errs {
-			if err != nil {
-				t.Fatalf("%s stage %d%s rank %d: %v", mcfg.Arch, stage, tc.offload, r, err)
-			}
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("%s stage %d%s: rank 0: %v; rank 1: %v", mcfg.Arch, stage, tc.offload, errs[0], errs[1])
 		}
 		got := readLosses(t, filepath.Join(out, "metrics.jsonl"))
 		if len(got) != steps {
@@ -167,7 +166,9 @@ func ncclRank(drv *cuda.Driver, lib *nccl.Library, r int, ln net.Listener, fn fu
 	g := &gpuRank{drv: drv, dev: dev, be: be}
 	defer g.Close()
 	ctx := context.Background()
-	o := comm.RendezvousOptions{Rank: r, Size: 2, Addr: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Timeout: time.Minute}
+	// Generous timeouts: on a loaded 2-core machine one emulated rank can
+	// take over a minute to reach a collective the other already waits in.
+	o := comm.RendezvousOptions{Rank: r, Size: 2, Addr: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Timeout: 5 * time.Minute}
 	if r == 0 {
 		o.Listener = ln
 	}
@@ -177,7 +178,7 @@ func ncclRank(drv *cuda.Driver, lib *nccl.Library, r int, ln net.Listener, fn fu
 	}
 	defer st.Close()
 	cm, err := ncclcomm.New(ctx, ncclcomm.Options{Rank: r, Size: 2, Store: st, Device: dev, Lib: lib,
-		Timeout: time.Minute, ComputeStream: be.Stream()})
+		Timeout: 5 * time.Minute, ComputeStream: be.Stream()})
 	if err != nil {
 		return err
 	}
