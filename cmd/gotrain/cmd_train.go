@@ -41,7 +41,7 @@ func trainCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"deepspeed_config", "deepspeed"}, Usage: "DeepSpeed JSON config `FILE` (default: the embedded " + configs.Default + ")"},
 			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + ") or a Hugging Face config.json `PATH`"},
-			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them)", Required: true},
+			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them); synthetic[:V] for random token ids (a smoke test of the whole path without data)", Required: true},
 			&cli.StringSliceFlag{Name: "val-data", Usage: "validation token shards: `PATH`s or globs"},
 			&cli.IntFlag{Name: "seq-len", Value: 256, Usage: "sequence length `T` (at most the model's n_positions)"},
 			&cli.IntFlag{Name: "max-steps", Value: config.DefaultMaxSteps, Usage: "optimizer steps to run (fills scheduler total_num_steps: \"auto\")"},
@@ -122,6 +122,12 @@ func runTrain(c *cli.Context) error {
 
 	topts := trainOptions(c, cfg, batch, mcfg, peak, out)
 	topts.Observer = prom
+	if vocab, ok, _ := syntheticData(topts.Data); ok {
+		if topts.Batches, err = syntheticBatches(topts.Seed, rk.Rank, mcfg, vocab); err != nil {
+			return err
+		}
+		topts.Data = nil
+	}
 	if rk.WorldSize > 1 {
 		// Every rank must be running the same job: the rendezvous compares
 		// these fields and names the ones that differ.
@@ -146,7 +152,7 @@ func runTrain(c *cli.Context) error {
 	if rk.Rank != 0 {
 		return nil
 	}
-	if res.WeightsPath != "" {
+	if _, synthetic, _ := syntheticData(c.StringSlice("data")); res.WeightsPath != "" && !synthetic {
 		if err := copyTokenizerInfo(c.StringSlice("data"), c.String("output-dir")); err != nil {
 			return err
 		}
@@ -162,7 +168,24 @@ func trainModel(c *cli.Context) (model.Config, error) {
 	if err != nil {
 		return mcfg, fmt.Errorf("--model: %w", err)
 	}
-	tokInfo, err := dataTokenizer(c.StringSlice("data"), c.StringSlice("val-data"))
+	vocab, synthetic, err := syntheticData(c.StringSlice("data"))
+	if err != nil {
+		return mcfg, err
+	}
+	if synthetic {
+		if c.IsSet("num-train-epochs") {
+			return mcfg, fmt.Errorf("--data synthetic has no epochs; pass --max-steps")
+		}
+		if mcfg, err = syntheticModel(mcfg, c.String("model"), vocab); err != nil {
+			return mcfg, err
+		}
+	}
+	var tokInfo *data.TokenizerInfo
+	if !synthetic {
+		tokInfo, err = dataTokenizer(c.StringSlice("data"), c.StringSlice("val-data"))
+	} else if len(c.StringSlice("val-data")) > 0 {
+		tokInfo, err = tokenizerBeside("--val-data", c.StringSlice("val-data"))
+	}
 	if err != nil {
 		return mcfg, err
 	}
