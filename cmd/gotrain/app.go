@@ -57,10 +57,10 @@ func impliedTrain(args []string) []string {
 // commands lists every subcommand, one file each.
 func commands() []*cli.Command {
 	return []*cli.Command{
-		withFlags(trainCommand(), compatTrainFlags()...),
+		withFlags(trainCommand(), append(compatTrainFlags(), memoryCheckFlags()...)...),
 		sampleCommand(),
 		configCommand(),
-		estimateCommand(),
+		withFlags(estimateCommand(), estimateMemoryFlags()...),
 		plotCommand(),
 		checkpointCommand(),
 		dataCommand(),

@@ -111,6 +111,9 @@ func runTrain(c *cli.Context) error {
 		return err
 	}
 	defer dev.close()
+	if err := memoryPreflight(c, rk, dev, cfg, mcfg); err != nil {
+		return err
+	}
 	prom, err := startMetrics(c, rk)
 	if err != nil {
 		return err
