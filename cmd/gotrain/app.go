@@ -67,7 +67,7 @@ func commands() []*cli.Command {
 		tokenizeCommand(),
 		withFlags(launchCommand(), launchCompatFlags()...),
 		slurmCommand(),
-		doctorCommand(),
+		withFlags(doctorCommand(), doctorCommFlags()...),
 		benchCommand(),
 		versionCommand(),
 	}

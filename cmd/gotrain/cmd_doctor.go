@@ -148,6 +148,9 @@ func doctorCommand() *cli.Command {
 			if c.Bool("selftest") {
 				return runSelftest(c, threads)
 			}
+			if c.Bool("comm") {
+				return runDoctorComm(c, doctorCommOptions{})
+			}
 			impl, info := blas.Default(threads)
 			r := doctorReport{
 				OS: runtime.GOOS, Arch: runtime.GOARCH, CPU: cpuModel(), Cores: runtime.NumCPU(),
