@@ -301,6 +301,9 @@ func openTrainDevice(c *cli.Context, device string, rk launch.Rank, mcfg model.C
 	d := &trainDevice{threads: c.Int("threads")}
 	if d.threads <= 0 {
 		d.threads = max(1, runtime.NumCPU()/max(1, rk.LocalWorldSize))
+		if os.Getenv(launch.BoundCoresEnv) != "" {
+			d.threads = runtime.NumCPU() // bound to its own share already (--bind_cores_to_rank)
+		}
 	}
 	var err error
 	if device == "cuda" {
