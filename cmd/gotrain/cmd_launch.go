@@ -482,6 +482,10 @@ func launchSlurmGenerateCommand() *cli.Command {
 			&cli.StringFlag{Name: "binary", DefaultText: "this gotrain's absolute path", Usage: "gotrain's path on the nodes"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "-", Usage: "script file to write; - for stdout"},
 			&cli.BoolFlag{Name: "force", Usage: "overwrite --output if it exists"},
+			&cli.StringFlag{Name: "container-image", Aliases: []string{"container_image"}, Usage: "Pyxis/Enroot: run every rank in this image (e.g. ./gotrain.sqsh from enroot import); gotrain is then the image's, unless --binary"},
+			&cli.StringFlag{Name: "container-mounts", Aliases: []string{"container_mounts"}, Usage: "Pyxis: SRC:DST[,SRC:DST...] mounted into the container, e.g. /fsx:/fsx"},
+			&cli.StringFlag{Name: "container-workdir", Aliases: []string{"container_workdir"}, Usage: "Pyxis: working directory inside the container"},
+			&cli.BoolFlag{Name: "container-writable-tmpfs", Aliases: []string{"container_writable_tmpfs"}, Usage: "Pyxis: a writable tmpfs over the read-only image (lost when the job ends; write outputs to a mount)"},
 		},
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
@@ -490,6 +494,9 @@ func launchSlurmGenerateCommand() *cli.Command {
 				args = args[1:]
 			}
 			binary := c.String("binary")
+			if binary == "" && c.String("container-image") != "" {
+				binary = "gotrain" // the image's, on its PATH (the Dockerfile puts it in /usr/local/bin)
+			}
 			if binary == "" {
 				// As launch does: the nodes usually share this file system,
 				// and a batch job's PATH need not include gotrain.
@@ -506,6 +513,8 @@ func launchSlurmGenerateCommand() *cli.Command {
 				TasksPerNode: c.Int("ntasks-per-node"), CPUsPerTask: c.Int("cpus-per-task"), MemPerGPU: c.String("mem-per-gpu"),
 				Time: c.String("time"), Partition: c.String("partition"), MasterPort: c.Int("master-port"),
 				Binary: binary, TrainArgs: args,
+				ContainerImage: c.String("container-image"), ContainerMounts: c.String("container-mounts"),
+				ContainerWorkdir: c.String("container-workdir"), ContainerWritableTmpfs: c.Bool("container-writable-tmpfs"),
 			})
 			if err != nil {
 				return err
