@@ -59,7 +59,7 @@ func parseByteSize(s string) (int64, error) {
 	mult, ok := map[string]float64{"": 1, "b": 1,
 		"k": 1 << 10, "kib": 1 << 10, "kb": 1e3, "m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
 		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9, "t": 1 << 40, "tib": 1 << 40, "tb": 1e12}[strings.ToLower(unit)]
-	if err != nil || !ok || v <= 0 || v*mult > math.MaxInt64/2 {
+	if err != nil || !ok || !(v*mult >= 1) || v*mult > math.MaxInt64/2 {
 		return 0, fmt.Errorf("%q is not a memory size; write e.g. 48GiB, 80GB or 512G", s)
 	}
 	return int64(v * mult), nil

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -16,7 +17,7 @@ func TestParseByteSize(t *testing.T) {
 			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "GiB", "-1GiB", "48GiBs", "1e400", "0"} {
+	for _, bad := range []string{"", "GiB", "-1GiB", "48GiBs", "1e400", "0", "0.0000001K"} {
 		if _, err := parseByteSize(bad); err == nil {
 			t.Errorf("parseByteSize(%q) accepted", bad)
 		}
@@ -140,4 +141,24 @@ func TestOOMBeforeStepOneOnGPU(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, b)
 		}
 	}
+}
+
+// FuzzParseByteSize: any text is a positive size or an error, never a
+// panic, and a size written back in bytes reads as itself.
+func FuzzParseByteSize(f *testing.F) {
+	for _, s := range []string{"48GiB", "80GB", "1.5T", "4096", "", "GiB", "9e99", "0.0000001K"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := parseByteSize(s)
+		if err != nil {
+			return
+		}
+		if n < 1 {
+			t.Fatalf("%q read as %d bytes", s, n)
+		}
+		if m, err := parseByteSize(strconv.FormatInt(n, 10)); err != nil || m != n {
+			t.Fatalf("%q → %d → %d, %v", s, n, m, err)
+		}
+	})
 }
