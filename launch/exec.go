@@ -39,7 +39,7 @@ func (ExecRunner) Start(p Proc) (Process, error) {
 		// thread stays locked to this goroutine until the child is reaped.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
+		if err := withAffinity(p.CPUs, cmd.Start); err != nil {
 			started <- err
 			return
 		}

@@ -26,7 +26,13 @@ type NodeJob struct {
 	CUDAVisible string
 	// LogDir, when set, receives rank_<r>.log for every rank but 0; without
 	// it those ranks' lines go to Stderr prefixed with "[rank r] ".
-	LogDir string
+	// LogRank0 adds rank_0.log, a copy of what rank 0 prints (DeepSpeed's
+	// --enable_each_rank_log).
+	LogDir   string
+	LogRank0 bool
+	// Cores, when set, are split among this node's ranks (SplitCores) and
+	// each rank is bound to its share (--bind_cores_to_rank).
+	Cores []int
 	// Stdout and Stderr are the launcher's; rank 0 writes to a terminal
 	// directly, so that it stays one, and to anything else through a pipe.
 	Stdout, Stderr io.Writer
@@ -66,17 +72,31 @@ func RunNode(ctx context.Context, r Runner, j NodeJob, opts SuperviseOptions) er
 		}
 	}()
 	node := j.Nodes[j.NodeRank]
+	var shares [][]int
+	if len(j.Cores) > 0 {
+		var err error
+		if shares, err = SplitCores(j.Cores, len(node.Slots)); err != nil {
+			return err
+		}
+	}
 	for _, p := range Place(j.Nodes) {
 		if p.NodeRank != j.NodeRank {
 			continue
+		}
+		env := RankEnv(p, node.Slots, j.MasterAddr, j.MasterPort, j.CUDAVisible)
+		var cpus []int
+		if shares != nil {
+			cpus = shares[p.LocalRank]
+			env = append(env, coreEnv(cpus)...)
 		}
 		proc := Proc{
 			Label: "rank " + strconv.Itoa(p.Rank),
 			Path:  j.Binary,
 			Args:  j.Args,
-			Env:   MergeEnv(j.Env, RankEnv(p, node.Slots, j.MasterAddr, j.MasterPort, j.CUDAVisible)),
+			Env:   MergeEnv(j.Env, env),
 			Dir:   j.Dir,
 			Ranks: []int{p.Rank},
+			CPUs:  cpus,
 		}
 		switch {
 		case p.Rank == 0:
@@ -87,6 +107,16 @@ func RunNode(ctx context.Context, r Runner, j NodeJob, opts SuperviseOptions) er
 				// a closed destination (an ssh session that ended, `| head`)
 				// is the launcher's write error, not the rank's.
 				proc.Stdout = &dropWriter{w: stdout}
+			}
+			if j.LogDir != "" && j.LogRank0 {
+				f, err := os.OpenFile(filepath.Join(j.LogDir, "rank_0.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+				if err != nil {
+					return fmt.Errorf("open log of rank 0: %w", err)
+				}
+				files = append(files, f)
+				// The terminal keeps rank 0's lines; the file gets a copy.
+				proc.Stdout = io.MultiWriter(&dropWriter{w: stdout}, f)
+				proc.Stderr = io.MultiWriter(&dropWriter{w: stderr}, f)
 			}
 		case j.LogDir != "":
 			path := filepath.Join(j.LogDir, fmt.Sprintf("rank_%d.log", p.Rank))

@@ -16,8 +16,14 @@ type SbatchSpec struct {
 	Time         string // --time, e.g. "48:00:00"; left out when empty
 	Partition    string // --partition; left out when empty
 	MasterPort   int    // DefaultMasterPort when 0
-	Binary       string // gotrain's path on the nodes (slurm generate: its own absolute path)
+	Binary       string // gotrain's path on the nodes (slurm generate: its own absolute path; in a container: gotrain)
 	TrainArgs    []string
+	// Pyxis/Enroot: srun runs every task in ContainerImage (a .sqsh file
+	// or a registry image) with ContainerMounts (SRC:DST[,...]) and
+	// ContainerWorkdir, and with a writable tmpfs over the image's root
+	// when ContainerWritableTmpfs. Empty fields are left out.
+	ContainerImage, ContainerMounts, ContainerWorkdir string
+	ContainerWritableTmpfs                            bool
 }
 
 // GenerateSbatch returns an sbatch script in the shape of the Slurm scripts
@@ -26,7 +32,7 @@ type SbatchSpec struct {
 // unless set when submitting), the job's secret and id (GOTRAIN_JOB_SECRET
 // and GOTRAIN_JOB_ID, drawn once from /dev/urandom unless set), then
 //
-//	srun --kill-on-bad-exit=1 BINARY train ARGS...
+//	srun --kill-on-bad-exit=1 [--container-image=... (Pyxis)] BINARY train ARGS...
 //
 // with one task per GPU. No launcher runs inside srun: every task finds its
 // rank in srun's variables, and srun passes the batch script's exported
@@ -52,6 +58,8 @@ func GenerateSbatch(s SbatchSpec) (string, error) {
 		return "", fmt.Errorf("slurm script: --master_port %d is not a TCP port (1-65535)", s.MasterPort)
 	case s.Binary == "":
 		return "", fmt.Errorf("slurm script: no gotrain binary; give --binary with its path on the nodes")
+	case s.ContainerImage == "" && (s.ContainerMounts != "" || s.ContainerWorkdir != "" || s.ContainerWritableTmpfs):
+		return "", fmt.Errorf("slurm script: --container-mounts, --container-workdir and --container-writable-tmpfs apply to a container; give --container-image too")
 	}
 	for _, f := range []struct{ name, v string }{
 		{"--job-name", s.JobName}, {"--mem-per-gpu", s.MemPerGPU}, {"--time", s.Time}, {"--partition", s.Partition},
@@ -117,7 +125,21 @@ fi
 export GOTRAIN_JOB_SECRET GOTRAIN_JOB_ID
 `)
 	b.WriteString("\n# --kill-on-bad-exit=1: when one rank fails, Slurm stops all the others.\n")
-	cmd := append([]string{"srun", "--kill-on-bad-exit=1", s.Binary, "train"}, s.TrainArgs...)
+	cmd := []string{"srun", "--kill-on-bad-exit=1"}
+	if s.ContainerImage != "" {
+		b.WriteString("# Pyxis runs every task in the container; the variables above reach it.\n")
+		cmd = append(cmd, "--container-image="+s.ContainerImage)
+		if s.ContainerMounts != "" {
+			cmd = append(cmd, "--container-mounts="+s.ContainerMounts)
+		}
+		if s.ContainerWorkdir != "" {
+			cmd = append(cmd, "--container-workdir="+s.ContainerWorkdir)
+		}
+		if s.ContainerWritableTmpfs {
+			cmd = append(cmd, "--container-writable-tmpfs")
+		}
+	}
+	cmd = append(append(cmd, s.Binary, "train"), s.TrainArgs...)
 	b.WriteString(ShellJoin(cmd) + "\n")
 	return b.String(), nil
 }

@@ -62,3 +62,29 @@ func BuildSrunCommand(j SrunJob) ([]string, error) {
 	argv = append(argv, j.Binary)
 	return append(argv, j.Args...), nil
 }
+
+// SrunStep describes the srun step this process is a task of.
+type SrunStep struct {
+	Task, Tasks, Nodes int
+}
+
+// InSrunStep reports whether env is that of a task of an srun step with
+// more than one task or node: a launcher started there runs once per task,
+// each starting a whole job of its own, which is never what was meant.
+// sbatch's batch shell (no SLURM_STEP_ID) and a one-task srun are not.
+func InSrunStep(env func(string) string) (SrunStep, bool) {
+	if env("SLURM_PROCID") == "" || (env("SLURM_STEP_ID") == "" && env("SLURM_STEPID") == "") {
+		return SrunStep{}, false
+	}
+	num := func(names ...string) int {
+		for _, n := range names {
+			if v, err := strconv.Atoi(env(n)); err == nil && v > 0 {
+				return v
+			}
+		}
+		return 1
+	}
+	s := SrunStep{Tasks: num("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"), Nodes: num("SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES")}
+	s.Task, _ = strconv.Atoi(env("SLURM_PROCID"))
+	return s, s.Tasks > 1 || s.Nodes > 1
+}

@@ -48,6 +48,9 @@ type SSHJob struct {
 	LogDir      string
 	SSHPort     int      // 0: ssh's default
 	SSHArgs     []string // extra ssh options, before the host
+	// NodeFlags are more launch flags for the node launchers
+	// (--bind_cores_to_rank, --enable_each_rank_log DIR).
+	NodeFlags []string
 }
 
 // Command is one process a multi-node launcher runs locally.
@@ -122,6 +125,7 @@ func BuildSSHCommands(j SSHJob) ([]Command, error) {
 		if j.LogDir != "" {
 			remote = append(remote, "--log-dir", j.LogDir)
 		}
+		remote = append(remote, j.NodeFlags...)
 		remote = append(remote, "--stdin-job-env", "--stdin-lifeline")
 		remote = append(remote, j.Args...)
 

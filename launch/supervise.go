@@ -44,6 +44,9 @@ type Proc struct {
 	// Hint, when set, turns the process's last lines of output into advice
 	// added to its error (ssh's "Host key verification failed").
 	Hint func(tail []string) string
+	// CPUs, when set, are the only cores the process may run on
+	// (--bind_cores_to_rank); ExecRunner binds it before it starts.
+	CPUs []int
 }
 
 // Runner starts processes. ExecRunner starts real ones; tests inject fakes.

@@ -109,5 +109,11 @@ func (ms Monitors) Close() error {
 // UnsupportedMonitorWarning is the warning for an enabled monitor that needs
 // a network service (wandb, comet): gotrain runs offline and ignores it.
 func UnsupportedMonitorWarning(name string) string {
-	return fmt.Sprintf("warning: %s monitor is not supported (no network); its events are not sent — use csv_monitor, tensorboard or metrics.jsonl", name)
+	w := fmt.Sprintf("warning: %s monitor is not supported (no network); its events are not sent — use csv_monitor, tensorboard or metrics.jsonl", name)
+	if name == "wandb" {
+		// W&B's client uploads TensorBoard event files, which gotrain
+		// writes: the run reaches W&B without gotrain speaking its API.
+		w += "; for Weights & Biases, enable the tensorboard block and upload its event files with `wandb sync --sync-tensorboard -p <project> <output_path>/<job_name>`"
+	}
+	return w
 }

@@ -57,17 +57,17 @@ func impliedTrain(args []string) []string {
 // commands lists every subcommand, one file each.
 func commands() []*cli.Command {
 	return []*cli.Command{
-		withFlags(trainCommand(), compatTrainFlags()...),
+		withFlags(trainCommand(), append(compatTrainFlags(), memoryCheckFlags()...)...),
 		sampleCommand(),
 		configCommand(),
-		estimateCommand(),
+		withFlags(estimateCommand(), estimateMemoryFlags()...),
 		plotCommand(),
 		checkpointCommand(),
 		dataCommand(),
 		tokenizeCommand(),
 		withFlags(launchCommand(), launchCompatFlags()...),
 		slurmCommand(),
-		doctorCommand(),
+		withFlags(doctorCommand(), doctorCommFlags()...),
 		benchCommand(),
 		versionCommand(),
 	}

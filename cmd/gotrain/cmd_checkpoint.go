@@ -2,11 +2,9 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -147,18 +145,4 @@ func runExport(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "wrote %s: %s and config.json\n", c.String("out"), what)
 	return err
-}
-
-// parseByteSize reads a size as transformers' max_shard_size takes it:
-// bytes, or a number with KB/MB/GB/TB (decimal) or KiB/MiB/GiB/TiB.
-func parseByteSize(s string) (int64, error) {
-	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
-	unit := strings.ToUpper(strings.TrimSpace(s[len(num):]))
-	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-		"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}[unit]
-	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || mult == 0 || n < 1 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("%q is not a size; want a positive number of bytes, optionally with KB, MB, GB, TB or KiB, MiB, GiB, TiB", s)
-	}
-	return n * mult, nil
 }

@@ -150,6 +150,9 @@ func doctorCommand() *cli.Command {
 			if c.Bool("selftest") {
 				return runSelftest(c, threads)
 			}
+			if c.Bool("comm") {
+				return runDoctorComm(c, doctorCommOptions{})
+			}
 			impl, info, err := benchBLAS(c.String("blas"), threads)
 			if err != nil {
 				return err

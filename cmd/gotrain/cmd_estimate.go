@@ -82,5 +82,8 @@ func runEstimate(c *cli.Context) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(est)
 	}
-	return formatEstimate(c.App.Writer, est)
+	if err := formatEstimate(c.App.Writer, est); err != nil {
+		return err
+	}
+	return estimateAdvice(c, cfg, mcfg, nproc, nodes)
 }

@@ -83,7 +83,8 @@ func launchCommand() *cli.Command {
 				Usage: "extra options for ssh or srun, split into words as a shell would (quotes, backslashes; no expansion), e.g. \"-i key -o 'ProxyJump=gw'\""},
 			// Set by the ssh launcher on each node; not for people.
 			&cli.StringFlag{Name: "world_info", Hidden: true, Usage: "the job's nodes and slots (base64 JSON); runs this node's ranks"},
-			&cli.IntFlag{Name: "node_rank", Hidden: true, Value: -1, Usage: "which node of --world_info this is"},
+			&cli.IntFlag{Name: "node_rank", Aliases: []string{"node-rank"}, Value: -1, DefaultText: "none",
+				Usage: "this node's index among the job's nodes: with --no_ssh, or with --num_nodes K and no hostfile (torchrun's style: run the same launch on every node with --master_addr set)"},
 			&cli.BoolFlag{Name: "stdin-lifeline", Hidden: true, Usage: "stop all ranks when stdin ends (the ssh connection closed)"},
 			&cli.BoolFlag{Name: "stdin-job-env", Hidden: true, Usage: "read the job's secret and id from the first line of stdin"},
 		},
@@ -97,6 +98,13 @@ func launchAction(c *cli.Context) error {
 		return err
 	}
 	args, err := launchApplyCompat(c, args)
+	if err != nil {
+		return err
+	}
+	if step, ok := launch.InSrunStep(os.Getenv); ok && c.String("world_info") == "" {
+		return launchSrunRefusal(c, step, args)
+	}
+	nodeFlags, err := launchNodeFlags(c)
 	if err != nil {
 		return err
 	}
@@ -156,6 +164,9 @@ func launchAction(c *cli.Context) error {
 		}
 		return launchNode(ctx, c, wi, exe, cwd, port, args, jobEnv, opts)
 	}
+	if c.Bool("no_ssh") || c.IsSet("node_rank") {
+		return launchThisNode(ctx, c, exe, cwd, port, args, opts)
+	}
 
 	mode := strings.ToLower(c.String("launcher"))
 	switch mode {
@@ -211,6 +222,9 @@ func launchAction(c *cli.Context) error {
 			MasterAddr: addr, MasterPort: port, CUDAVisible: pool.CUDAVisible(nodes[0]),
 			LogDir: c.String("log-dir"), Stdout: c.App.Writer, Stderr: errw,
 		}
+		if err := launchNodeOptions(c, &job); err != nil {
+			return err
+		}
 		fmt.Fprintf(errw, "gotrain launch: %d rank(s) on %s (slots %s), master %s:%d\n",
 			len(nodes[0].Slots), nodes[0].Host, launchInts(nodes[0].Slots), addr, port)
 		return launch.RunNode(ctx, launch.ExecRunner{}, job, opts)
@@ -241,7 +255,7 @@ func launchAction(c *cli.Context) error {
 		// A secret in an env file is the user's, as one exported here is.
 		Env: launch.WithoutJobEnv(exported), JobEnv: launch.JobEnv(launch.MergeEnv(os.Environ(), fileEnv)),
 		Args: args, MasterAddr: addr, MasterPort: port, GracePeriod: grace,
-		LogDir: c.String("log-dir"), SSHPort: c.Int("ssh_port"), SSHArgs: launcherArgs,
+		LogDir: c.String("log-dir"), SSHPort: c.Int("ssh_port"), SSHArgs: launcherArgs, NodeFlags: nodeFlags,
 	})
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
@@ -279,6 +293,9 @@ func launchNode(ctx context.Context, c *cli.Context, worldInfo, exe, cwd string,
 	job := launch.NodeJob{
 		Nodes: nodes, NodeRank: c.Int("node_rank"), Binary: exe, Args: args, Dir: cwd, Env: launch.MergeEnv(os.Environ(), jobEnv),
 		MasterAddr: addr, MasterPort: port, LogDir: c.String("log-dir"), Stdout: c.App.Writer, Stderr: c.App.ErrWriter,
+	}
+	if err := launchNodeOptions(c, &job); err != nil {
+		return err
 	}
 	return launch.RunNode(ctx, launch.ExecRunner{}, job, opts)
 }
@@ -465,6 +482,10 @@ func launchSlurmGenerateCommand() *cli.Command {
 			&cli.StringFlag{Name: "binary", DefaultText: "this gotrain's absolute path", Usage: "gotrain's path on the nodes"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "-", Usage: "script file to write; - for stdout"},
 			&cli.BoolFlag{Name: "force", Usage: "overwrite --output if it exists"},
+			&cli.StringFlag{Name: "container-image", Aliases: []string{"container_image"}, Usage: "Pyxis/Enroot: run every rank in this image (e.g. ./gotrain.sqsh from enroot import); gotrain is then the image's, unless --binary"},
+			&cli.StringFlag{Name: "container-mounts", Aliases: []string{"container_mounts"}, Usage: "Pyxis: SRC:DST[,SRC:DST...] mounted into the container, e.g. /fsx:/fsx"},
+			&cli.StringFlag{Name: "container-workdir", Aliases: []string{"container_workdir"}, Usage: "Pyxis: working directory inside the container"},
+			&cli.BoolFlag{Name: "container-writable-tmpfs", Aliases: []string{"container_writable_tmpfs"}, Usage: "Pyxis: a writable tmpfs over the read-only image (lost when the job ends; write outputs to a mount)"},
 		},
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
@@ -473,6 +494,9 @@ func launchSlurmGenerateCommand() *cli.Command {
 				args = args[1:]
 			}
 			binary := c.String("binary")
+			if binary == "" && c.String("container-image") != "" {
+				binary = "gotrain" // the image's, on its PATH (the Dockerfile puts it in /usr/local/bin)
+			}
 			if binary == "" {
 				// As launch does: the nodes usually share this file system,
 				// and a batch job's PATH need not include gotrain.
@@ -489,6 +513,8 @@ func launchSlurmGenerateCommand() *cli.Command {
 				TasksPerNode: c.Int("ntasks-per-node"), CPUsPerTask: c.Int("cpus-per-task"), MemPerGPU: c.String("mem-per-gpu"),
 				Time: c.String("time"), Partition: c.String("partition"), MasterPort: c.Int("master-port"),
 				Binary: binary, TrainArgs: args,
+				ContainerImage: c.String("container-image"), ContainerMounts: c.String("container-mounts"),
+				ContainerWorkdir: c.String("container-workdir"), ContainerWritableTmpfs: c.Bool("container-writable-tmpfs"),
 			})
 			if err != nil {
 				return err

@@ -43,7 +43,7 @@ func trainCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"deepspeed_config", "deepspeed"}, Usage: "DeepSpeed JSON config `FILE` (default: the embedded " + configs.Default + ")"},
 			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + "), a Hugging Face snapshot `DIR` or its config.json (default: --init-from's model, else gpt2-tiny)"},
-			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them); required unless --stages"},
+			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them); required unless --stages; synthetic[:V] for random token ids (a smoke test of the whole path without data)"},
 			&cli.StringSliceFlag{Name: "val-data", Usage: "validation token shards: `PATH`s or globs"},
 			&cli.IntFlag{Name: "seq-len", Value: 256, Usage: "sequence length `T` (at most the model's n_positions)"},
 			&cli.IntFlag{Name: "max-steps", Value: config.DefaultMaxSteps, Usage: "optimizer steps to run (fills scheduler total_num_steps: \"auto\")"},
@@ -126,6 +126,9 @@ func runTrain(c *cli.Context) error {
 		return err
 	}
 	defer dev.close()
+	if err := memoryPreflight(c, rk, dev, cfg, mcfg); err != nil {
+		return err
+	}
 	prom, err := startMetrics(c, rk)
 	if err != nil {
 		return err
@@ -137,6 +140,12 @@ func runTrain(c *cli.Context) error {
 
 	topts := trainOptions(c, cfg, batch, mcfg, peak, out)
 	topts.Observer = prom
+	if vocab, ok, _ := syntheticData(topts.Data); ok {
+		if topts.Batches, err = syntheticBatches(topts.Seed, rk.Rank, mcfg, vocab); err != nil {
+			return err
+		}
+		topts.Data = nil
+	}
 	if rk.WorldSize > 1 {
 		// Every rank must be running the same job: the rendezvous compares
 		// these fields and names the ones that differ.
@@ -165,9 +174,10 @@ func runTrain(c *cli.Context) error {
 	if rk.Rank != 0 {
 		return nil
 	}
+	_, synthetic, _ := syntheticData(c.StringSlice("data"))
 	// A snapshot's own tokenizer.json, copied at start-up, says what the
 	// ids mean; otherwise the data's tokenizer record goes beside the weights.
-	if _, err := os.Stat(filepath.Join(topts.Snapshot, data.TokenizerInfoFile)); res.WeightsPath != "" && (topts.Snapshot == "" || err != nil) {
+	if _, err := os.Stat(filepath.Join(topts.Snapshot, data.TokenizerInfoFile)); res.WeightsPath != "" && !synthetic && (topts.Snapshot == "" || err != nil) {
 		if err := copyTokenizerInfo(trainData(c, stages), c.String("output-dir")); err != nil {
 			return err
 		}
@@ -202,7 +212,24 @@ func trainModel(c *cli.Context, stages []trainer.Stage) (model.Config, error) {
 		}
 		mcfg, name = have, init
 	}
-	tokInfo, err := dataTokenizer(trainData(c, stages), c.StringSlice("val-data"))
+	vocab, synthetic, err := syntheticData(c.StringSlice("data"))
+	if err != nil {
+		return mcfg, err
+	}
+	if synthetic {
+		if c.IsSet("num-train-epochs") {
+			return mcfg, fmt.Errorf("--data synthetic has no epochs; pass --max-steps")
+		}
+		if mcfg, err = syntheticModel(mcfg, name, vocab); err != nil {
+			return mcfg, err
+		}
+	}
+	var tokInfo *data.TokenizerInfo
+	if !synthetic {
+		tokInfo, err = dataTokenizer(trainData(c, stages), c.StringSlice("val-data"))
+	} else if len(c.StringSlice("val-data")) > 0 {
+		tokInfo, err = tokenizerBeside("--val-data", c.StringSlice("val-data"))
+	}
 	if err != nil {
 		return mcfg, err
 	}
@@ -354,6 +381,9 @@ func openTrainDevice(c *cli.Context, device string, rk launch.Rank, mcfg model.C
 	d := &trainDevice{threads: c.Int("threads")}
 	if d.threads <= 0 {
 		d.threads = max(1, runtime.NumCPU()/max(1, rk.LocalWorldSize))
+		if os.Getenv(launch.BoundCoresEnv) != "" {
+			d.threads = runtime.NumCPU() // bound to its own share already (--bind_cores_to_rank)
+		}
 	}
 	var err error
 	if device == "cuda" {

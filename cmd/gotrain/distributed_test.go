@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 		if mode := os.Getenv(rankHelperEnv); mode != "" && os.Getenv("RANK") != "" {
 			os.Exit(rankHelper(mode))
 		}
+		if mode := os.Getenv(commFaultEnv); mode != "" && os.Getenv("RANK") == "1" {
+			os.Exit(faultyDoctorMain(mode))
+		}
 		main()
 		os.Exit(0)
 	}

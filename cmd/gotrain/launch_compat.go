@@ -21,6 +21,12 @@ func launchCompatFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "config_file", Aliases: []string{"config-file"},
 			Usage: "an Accelerate config `YAML`: its num_processes, num_machines, main_process_ip/port give --nproc, --num_nodes, --master_addr/port (flags given win), and the DeepSpeed config it maps to is passed to the ranks as --config"},
+		&cli.BoolFlag{Name: "no_ssh", Aliases: []string{"no-ssh"},
+			Usage: "start only this node's ranks (every node runs the same launch with its own --node_rank), as DeepSpeed's --no_ssh; the nodes come from --hostfile, or are --num_nodes alike nodes of --nproc slots"},
+		&cli.StringFlag{Name: "enable_each_rank_log", Aliases: []string{"enable-each-rank-log"},
+			Usage: "write every rank's output to `DIR`/rank_<r>.log (rank 0's also stays on the terminal), as DeepSpeed's flag of that name"},
+		&cli.BoolFlag{Name: "bind_cores_to_rank", Aliases: []string{"bind-cores-to-rank"},
+			Usage: "bind each rank to its own share of the node's cores (contiguous, near-equal) and size its threads to it (OMP_NUM_THREADS too), as DeepSpeed's flag of that name"},
 	}
 }
 
