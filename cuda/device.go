@@ -32,6 +32,17 @@ type Device struct {
 	done     chan struct{}
 	closing  sync.Once
 	closeErr error
+
+	// waits feeds the waiter thread (AwaitEvent): a second locked OS
+	// thread with the primary context current, so that a goroutine can
+	// block until an event completes without holding the device thread.
+	waits      chan waitRequest
+	waiterDone chan struct{}
+}
+
+type waitRequest struct {
+	e    Event
+	done chan<- error
 }
 
 // Ctx gives the driver calls that need the device's context. A *Ctx is
@@ -55,13 +66,63 @@ func (drv *Driver) Open(ordinal int) (*Device, error) {
 	d := &Device{
 		drv: drv, info: info, dev: dev, queued: map[Stream]bool{},
 		work: make(chan func()), quit: make(chan struct{}), done: make(chan struct{}),
+		waits: make(chan waitRequest, 64), waiterDone: make(chan struct{}),
 	}
 	started := make(chan error, 1)
 	go d.serve(started)
 	if err := <-started; err != nil {
+		close(d.waiterDone)
+		return nil, err
+	}
+	go d.waiter(started)
+	if err := <-started; err != nil {
+		_ = d.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// waiter is the thread AwaitEvent's waits run on. It makes the primary
+// context (retained by serve) current too: the driver lets one context be
+// current on several threads, and its calls are thread-safe.
+func (d *Device) waiter(started chan<- error) {
+	runtime.LockOSThread()
+	defer close(d.waiterDone)
+	if r := C.gt_cuCtxSetCurrent(d.drv.sym.ctxSetCurrent, C.uintptr_t(d.ctx)); r != C.CUDA_SUCCESS {
+		started <- d.drv.err(r, "cuCtxSetCurrent (device %d, waiter thread)", d.info.Ordinal)
+		return
+	}
+	started <- nil
+	for {
+		select {
+		case w := <-d.waits:
+			var err error
+			if r := C.gt_cuEventSynchronize(d.drv.sym.eventSynchronize, C.uintptr_t(w.e)); r != C.CUDA_SUCCESS {
+				err = d.drv.err(r, "cuEventSynchronize (device %d)", d.info.Ordinal)
+			}
+			w.done <- err
+		case <-d.quit:
+			C.gt_cuCtxSetCurrent(d.drv.sym.ctxSetCurrent, 0)
+			return
+		}
+	}
+}
+
+// AwaitEvent waits for e's recorded work on the device's waiter thread
+// and delivers the outcome (nil, the work's failure, or ErrClosed) on the
+// returned channel, which has room for it. The device thread stays free
+// meanwhile, and nothing polls: the caller blocks in cuEventSynchronize
+// by proxy and may stop listening (a deadline) at any time. Waits run one
+// at a time in call order, so await events of one stream in the order
+// they were recorded. Record e (in a Do) before the call.
+func (d *Device) AwaitEvent(e Event) <-chan error {
+	res := make(chan error, 1)
+	select {
+	case d.waits <- waitRequest{e: e, done: res}:
+	case <-d.waiterDone:
+		res <- fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal)
+	}
+	return res
 }
 
 // serve is the device thread: it never unlocks its OS thread, so when it
@@ -86,6 +147,7 @@ func (d *Device) serve(started chan<- error) {
 		case f := <-d.work:
 			f()
 		case <-d.quit:
+			<-d.waiterDone // its thread lets go of the context first
 			C.gt_cuCtxSetCurrent(d.drv.sym.ctxSetCurrent, 0)
 			if r := C.gt_cuDevicePrimaryCtxRelease(d.drv.sym.primaryCtxRelease, d.dev); r != C.CUDA_SUCCESS {
 				d.closeErr = d.drv.err(r, "cuDevicePrimaryCtxRelease_v2 (device %d)", d.info.Ordinal)
@@ -102,6 +164,7 @@ func (d *Device) Close() error {
 	d.closing.Do(func() {
 		close(d.quit)
 		<-d.done
+		<-d.waiterDone
 	})
 	return d.closeErr
 }
