@@ -1,7 +1,7 @@
 // Package cuda is the CUDA backend: backend.Backend on one GPU. Device
 // buffers are cuMemAlloc memory, the HostPinned pool is page-locked host
 // memory (the target of ZeRO offload) and the Host pool ordinary Go memory.
-// Every op is queued on one compute stream: kernels from package kernels
+// Every op is queued on one non-blocking compute stream: kernels from package kernels
 // (NVRTC-compiled at start-up, cached on disk) and GEMMs through cuBLAS.
 // Ops whose buffers all live in host pools (the offloaded optimizer) run on
 // the host backend given in Options, so offload needs no special case in
@@ -52,6 +52,7 @@ type Options struct {
 type Backend struct {
 	dev    *cu.Device
 	stream cu.Stream
+	legacy cu.Event // recorded on the NULL stream after a synchronous copy (afterLegacy)
 	k      *kernels.Set
 	blas   *cublas.Handle
 	lt     *ltState // nil without Options.BLASLt
@@ -84,12 +85,22 @@ func New(o Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda backend on device %d: %w", o.Device.Info().Ordinal, err)
 	}
-	st, err := o.Device.NewStream(false)
+	// Non-blocking: the legacy NULL stream (synchronous copies, other
+	// libraries' default work) neither waits for the compute stream nor
+	// holds it up. The backend's few synchronous copies order themselves
+	// by the legacy event (afterLegacy).
+	st, err := o.Device.NewStream(true)
 	if err != nil {
 		_ = k.Close()
 		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
-	b := &Backend{dev: o.Device, stream: st, k: k, host: o.Host, tf32: o.AllowTF32,
+	legacy, err := o.Device.NewEvent(false)
+	if err != nil {
+		_ = o.Device.DestroyStream(st)
+		_ = k.Close()
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	b := &Backend{dev: o.Device, stream: st, legacy: legacy, k: k, host: o.Host, tf32: o.AllowTF32,
 		pinned: make(map[*backend.Memory]cu.HostBuffer), live: make(map[*backend.Memory]struct{})}
 	err = o.Device.Do(func(*cu.Ctx) error {
 		h, err := o.BLAS.NewHandle()
@@ -104,6 +115,7 @@ func New(o Options) (*Backend, error) {
 		return nil
 	})
 	if err != nil {
+		_ = o.Device.DestroyEvent(legacy)
 		_ = o.Device.DestroyStream(st)
 		_ = k.Close()
 		return nil, fmt.Errorf("cuda backend: cuBLAS handle: %w", err)
@@ -117,6 +129,7 @@ func New(o Options) (*Backend, error) {
 		if err != nil {
 			b.lt = nil
 			_ = o.Device.Do(func(*cu.Ctx) error { return b.blas.Close() })
+			_ = o.Device.DestroyEvent(legacy)
 			_ = o.Device.DestroyStream(st)
 			_ = k.Close()
 			return nil, fmt.Errorf("cuda backend: cuBLASLt handle: %w", err)
@@ -176,6 +189,7 @@ func (b *Backend) Close() error {
 			keep(b.dev.Free(b.lt.ws))
 		}
 	}
+	keep(b.dev.DestroyEvent(b.legacy))
 	keep(b.dev.DestroyStream(b.stream))
 	keep(b.k.Close())
 	return err
@@ -286,6 +300,29 @@ func (b *Backend) scratch(dt kernels.DType, n int) (t kernels.Tensor, release fu
 		blk.busy = false
 		b.mu.Unlock()
 	}, true
+}
+
+// afterLegacy orders the compute stream after what the legacy NULL stream
+// holds: a synchronous copy from pageable memory may return before its
+// DMA reached the device, and the non-blocking compute stream does not
+// wait for the NULL stream by itself. It runs on the device thread.
+func (b *Backend) afterLegacy(c *cu.Ctx) error {
+	if err := c.RecordEvent(b.legacy, 0); err != nil {
+		return err
+	}
+	return c.StreamWaitEvent(b.stream, b.legacy)
+}
+
+// copyHtoD is a synchronous upload ordered before the compute stream's
+// later work. The caller has waited for the stream before it, so no queued
+// op still reads dst.
+func (b *Backend) copyHtoD(dst cu.DevicePtr, src []byte) error {
+	return b.dev.Do(func(c *cu.Ctx) error {
+		if err := c.CopyHtoD(dst, src); err != nil {
+			return err
+		}
+		return b.afterLegacy(c)
+	})
 }
 
 // readDevice copies device bytes to dst after the work queued before it:
