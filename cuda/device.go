@@ -10,7 +10,13 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
+
+// maxDeferred bounds the calls Enqueue holds before it hands them to the
+// device thread itself: enough to carry a layer's launches in one
+// handoff, few enough that the GPU is never starved for long.
+const maxDeferred = 256
 
 // Device is one open GPU: its primary context, current on an OS thread
 // that a goroutine of the Device holds locked for the Device's life. Every
@@ -38,6 +44,80 @@ type Device struct {
 	// block until an event completes without holding the device thread.
 	waits      chan waitRequest
 	waiterDone chan struct{}
+
+	// pending holds Enqueue's calls until the next job on the device
+	// thread runs them first, in order.
+	pmu     sync.Mutex
+	pending []deferredCall
+
+	handoffs, deferredRuns atomic.Int64
+}
+
+type deferredCall struct {
+	fn   func(c *Ctx) error
+	sink func(error)
+}
+
+// HandoffStats is how a Device's work reached its thread: Handoffs jobs
+// (each a goroutine handoff: Do and the calls built on it) carrying
+// Deferred calls queued by Enqueue besides their own.
+type HandoffStats struct {
+	Handoffs, Deferred int64
+}
+
+// HandoffStats reports the handoffs and deferred calls so far.
+func (d *Device) HandoffStats() HandoffStats {
+	return HandoffStats{Handoffs: d.handoffs.Load(), Deferred: d.deferredRuns.Load()}
+}
+
+// Enqueue defers fn to the device thread without a handoff of its own:
+// it runs, in call order with every other Enqueue and ahead of the fn of
+// any Do that starts after this call, when the next job reaches the
+// thread, or at once when maxDeferred calls are waiting. fn's error goes
+// to sink (on the device thread; sink must not call Do), which is how
+// asynchronous work (kernel launches, GEMMs) reports a failure the next
+// synchronisation returns anyway. fn follows Do's rules. On a closed
+// device sink gets ErrClosed and fn never runs.
+func (d *Device) Enqueue(fn func(c *Ctx) error, sink func(error)) {
+	select {
+	case <-d.done:
+		sink(fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal))
+		return
+	default:
+	}
+	d.pmu.Lock()
+	d.pending = append(d.pending, deferredCall{fn: fn, sink: sink})
+	full := len(d.pending) >= maxDeferred
+	d.pmu.Unlock()
+	if full {
+		_ = d.Do(func(*Ctx) error { return nil }) // a closed device: the sinks hear it below
+	}
+}
+
+// runPending runs the deferred calls on the device thread, oldest first.
+// A panic in one is the job's panic, as in Do.
+func (d *Device) runPending(c *Ctx) {
+	d.pmu.Lock()
+	calls := d.pending
+	d.pending = nil
+	d.pmu.Unlock()
+	d.deferredRuns.Add(int64(len(calls)))
+	for _, k := range calls {
+		if err := k.fn(c); err != nil {
+			k.sink(err)
+		}
+	}
+}
+
+// dropPending tells the sinks of calls that will never run why.
+func (d *Device) dropPending() {
+	d.pmu.Lock()
+	calls := d.pending
+	d.pending = nil
+	d.pmu.Unlock()
+	for _, k := range calls {
+		k.sink(fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal))
+	}
 }
 
 type waitRequest struct {
@@ -147,6 +227,7 @@ func (d *Device) serve(started chan<- error) {
 		case f := <-d.work:
 			f()
 		case <-d.quit:
+			d.runPending(&Ctx{d: d})
 			<-d.waiterDone // its thread lets go of the context first
 			C.gt_cuCtxSetCurrent(d.drv.sym.ctxSetCurrent, 0)
 			if r := C.gt_cuDevicePrimaryCtxRelease(d.drv.sym.primaryCtxRelease, d.dev); r != C.CUDA_SUCCESS {
@@ -165,6 +246,7 @@ func (d *Device) Close() error {
 		close(d.quit)
 		<-d.done
 		<-d.waiterDone
+		d.dropPending() // Enqueued after the thread's last look
 	})
 	return d.closeErr
 }
@@ -199,12 +281,16 @@ func (d *Device) Do(fn func(c *Ctx) error) error {
 			}
 			res <- o
 		}()
-		o.err = fn(&Ctx{d: d})
+		c := &Ctx{d: d}
+		d.runPending(c)
+		o.err = fn(c)
 		o.panicked = false
 	}
+	d.handoffs.Add(1)
 	select {
 	case d.work <- job:
 	case <-d.done:
+		d.dropPending()
 		return fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal)
 	}
 	o := <-res

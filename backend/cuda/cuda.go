@@ -63,10 +63,14 @@ type Backend struct {
 	stats  backend.MemoryStats
 	pinned map[*backend.Memory]cu.HostBuffer
 	live   map[*backend.Memory]struct{}
-	err    error
 	blocks []*scratchBlock // device scratch lent by scratch()
 	stage  stagingPool     // pinned host memory for uploads and reads
 	closed bool
+
+	// The first failure, under its own lock: deferred launches report
+	// on the device thread, which may run while a caller holds mu.
+	emu sync.Mutex
+	err error
 }
 
 type scratchBlock struct {
@@ -102,6 +106,11 @@ func New(o Options) (*Backend, error) {
 	}
 	b := &Backend{dev: o.Device, stream: st, legacy: legacy, k: k, host: o.Host, tf32: o.AllowTF32,
 		pinned: make(map[*backend.Memory]cu.HostBuffer), live: make(map[*backend.Memory]struct{})}
+	// Kernel launches and GEMMs are deferred into the next trip to the
+	// device thread (cuda.Device.Enqueue): a layer's launches cross
+	// goroutines once, not once each. Their failures were the next Sync's
+	// to report anyway.
+	k.DeferLaunches(func(err error) { b.check("launch", err) })
 	err = o.Device.Do(func(*cu.Ctx) error {
 		h, err := o.BLAS.NewHandle()
 		if err != nil {
@@ -200,11 +209,11 @@ func (b *Backend) check(op string, err error) {
 	if err == nil {
 		return
 	}
-	b.mu.Lock()
+	b.emu.Lock()
 	if b.err == nil {
 		b.err = fmt.Errorf("cuda backend %s: %w", op, err)
 	}
-	b.mu.Unlock()
+	b.emu.Unlock()
 }
 
 // Sync implements backend.Backend. With nothing queued since the last
@@ -214,10 +223,12 @@ func (b *Backend) Sync() error {
 	waited, err := b.dev.SyncIfQueued(b.stream)
 	b.check("synchronize", err)
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if waited && err == nil {
 		b.stage.epoch++
 	}
+	b.mu.Unlock()
+	b.emu.Lock()
+	defer b.emu.Unlock()
 	return b.err
 }
 
@@ -362,10 +373,14 @@ func (b *Backend) compute(dt kernels.DType) cublas.ComputeType {
 	return cublas.Compute32F
 }
 
-// gemm runs fn on the device thread with the cuBLAS handle.
+// gemm queues fn to run on the device thread with the cuBLAS handle,
+// deferred like the kernel launches (cuda.Device.Enqueue); a failure
+// becomes the backend's error. It returns nil: callers that must know at
+// once use the device themselves.
 func (b *Backend) gemm(fn func(h *cublas.Handle) error) error {
-	return b.dev.Do(func(c *cu.Ctx) error {
+	b.dev.Enqueue(func(c *cu.Ctx) error {
 		c.MarkQueued(b.stream)
 		return fn(b.blas)
-	})
+	}, func(err error) { b.check("gemm", err) })
+	return nil
 }
