@@ -10,7 +10,13 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
+
+// maxDeferred bounds the calls Enqueue holds before it hands them to the
+// device thread itself: enough to carry a layer's launches in one
+// handoff, few enough that the GPU is never starved for long.
+const maxDeferred = 256
 
 // Device is one open GPU: its primary context, current on an OS thread
 // that a goroutine of the Device holds locked for the Device's life. Every
@@ -32,6 +38,91 @@ type Device struct {
 	done     chan struct{}
 	closing  sync.Once
 	closeErr error
+
+	// waits feeds the waiter thread (AwaitEvent): a second locked OS
+	// thread with the primary context current, so that a goroutine can
+	// block until an event completes without holding the device thread.
+	waits      chan waitRequest
+	waiterDone chan struct{}
+
+	// pending holds Enqueue's calls until the next job on the device
+	// thread runs them first, in order.
+	pmu     sync.Mutex
+	pending []deferredCall
+
+	handoffs, deferredRuns atomic.Int64
+}
+
+type deferredCall struct {
+	fn   func(c *Ctx) error
+	sink func(error)
+}
+
+// HandoffStats is how a Device's work reached its thread: Handoffs jobs
+// (each a goroutine handoff: Do and the calls built on it) carrying
+// Deferred calls queued by Enqueue besides their own.
+type HandoffStats struct {
+	Handoffs, Deferred int64
+}
+
+// HandoffStats reports the handoffs and deferred calls so far.
+func (d *Device) HandoffStats() HandoffStats {
+	return HandoffStats{Handoffs: d.handoffs.Load(), Deferred: d.deferredRuns.Load()}
+}
+
+// Enqueue defers fn to the device thread without a handoff of its own:
+// it runs, in call order with every other Enqueue and ahead of the fn of
+// any Do that starts after this call, when the next job reaches the
+// thread, or at once when maxDeferred calls are waiting. fn's error goes
+// to sink (on the device thread; sink must not call Do), which is how
+// asynchronous work (kernel launches, GEMMs) reports a failure the next
+// synchronisation returns anyway. fn follows Do's rules. On a closed
+// device sink gets ErrClosed and fn never runs.
+func (d *Device) Enqueue(fn func(c *Ctx) error, sink func(error)) {
+	select {
+	case <-d.done:
+		sink(fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal))
+		return
+	default:
+	}
+	d.pmu.Lock()
+	d.pending = append(d.pending, deferredCall{fn: fn, sink: sink})
+	full := len(d.pending) >= maxDeferred
+	d.pmu.Unlock()
+	if full {
+		_ = d.Do(func(*Ctx) error { return nil }) // a closed device: the sinks hear it below
+	}
+}
+
+// runPending runs the deferred calls on the device thread, oldest first.
+// A panic in one is the job's panic, as in Do.
+func (d *Device) runPending(c *Ctx) {
+	d.pmu.Lock()
+	calls := d.pending
+	d.pending = nil
+	d.pmu.Unlock()
+	d.deferredRuns.Add(int64(len(calls)))
+	for _, k := range calls {
+		if err := k.fn(c); err != nil {
+			k.sink(err)
+		}
+	}
+}
+
+// dropPending tells the sinks of calls that will never run why.
+func (d *Device) dropPending() {
+	d.pmu.Lock()
+	calls := d.pending
+	d.pending = nil
+	d.pmu.Unlock()
+	for _, k := range calls {
+		k.sink(fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal))
+	}
+}
+
+type waitRequest struct {
+	e    Event
+	done chan<- error
 }
 
 // Ctx gives the driver calls that need the device's context. A *Ctx is
@@ -55,13 +146,63 @@ func (drv *Driver) Open(ordinal int) (*Device, error) {
 	d := &Device{
 		drv: drv, info: info, dev: dev, queued: map[Stream]bool{},
 		work: make(chan func()), quit: make(chan struct{}), done: make(chan struct{}),
+		waits: make(chan waitRequest, 64), waiterDone: make(chan struct{}),
 	}
 	started := make(chan error, 1)
 	go d.serve(started)
 	if err := <-started; err != nil {
+		close(d.waiterDone)
+		return nil, err
+	}
+	go d.waiter(started)
+	if err := <-started; err != nil {
+		_ = d.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// waiter is the thread AwaitEvent's waits run on. It makes the primary
+// context (retained by serve) current too: the driver lets one context be
+// current on several threads, and its calls are thread-safe.
+func (d *Device) waiter(started chan<- error) {
+	runtime.LockOSThread()
+	defer close(d.waiterDone)
+	if r := C.gt_cuCtxSetCurrent(d.drv.sym.ctxSetCurrent, C.uintptr_t(d.ctx)); r != C.CUDA_SUCCESS {
+		started <- d.drv.err(r, "cuCtxSetCurrent (device %d, waiter thread)", d.info.Ordinal)
+		return
+	}
+	started <- nil
+	for {
+		select {
+		case w := <-d.waits:
+			var err error
+			if r := C.gt_cuEventSynchronize(d.drv.sym.eventSynchronize, C.uintptr_t(w.e)); r != C.CUDA_SUCCESS {
+				err = d.drv.err(r, "cuEventSynchronize (device %d)", d.info.Ordinal)
+			}
+			w.done <- err
+		case <-d.quit:
+			C.gt_cuCtxSetCurrent(d.drv.sym.ctxSetCurrent, 0)
+			return
+		}
+	}
+}
+
+// AwaitEvent waits for e's recorded work on the device's waiter thread
+// and delivers the outcome (nil, the work's failure, or ErrClosed) on the
+// returned channel, which has room for it. The device thread stays free
+// meanwhile, and nothing polls: the caller blocks in cuEventSynchronize
+// by proxy and may stop listening (a deadline) at any time. Waits run one
+// at a time in call order, so await events of one stream in the order
+// they were recorded. Record e (in a Do) before the call.
+func (d *Device) AwaitEvent(e Event) <-chan error {
+	res := make(chan error, 1)
+	select {
+	case d.waits <- waitRequest{e: e, done: res}:
+	case <-d.waiterDone:
+		res <- fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal)
+	}
+	return res
 }
 
 // serve is the device thread: it never unlocks its OS thread, so when it
@@ -86,6 +227,8 @@ func (d *Device) serve(started chan<- error) {
 		case f := <-d.work:
 			f()
 		case <-d.quit:
+			d.runPending(&Ctx{d: d})
+			<-d.waiterDone // its thread lets go of the context first
 			C.gt_cuCtxSetCurrent(d.drv.sym.ctxSetCurrent, 0)
 			if r := C.gt_cuDevicePrimaryCtxRelease(d.drv.sym.primaryCtxRelease, d.dev); r != C.CUDA_SUCCESS {
 				d.closeErr = d.drv.err(r, "cuDevicePrimaryCtxRelease_v2 (device %d)", d.info.Ordinal)
@@ -102,6 +245,8 @@ func (d *Device) Close() error {
 	d.closing.Do(func() {
 		close(d.quit)
 		<-d.done
+		<-d.waiterDone
+		d.dropPending() // Enqueued after the thread's last look
 	})
 	return d.closeErr
 }
@@ -136,12 +281,16 @@ func (d *Device) Do(fn func(c *Ctx) error) error {
 			}
 			res <- o
 		}()
-		o.err = fn(&Ctx{d: d})
+		c := &Ctx{d: d}
+		d.runPending(c)
+		o.err = fn(c)
 		o.panicked = false
 	}
+	d.handoffs.Add(1)
 	select {
 	case d.work <- job:
 	case <-d.done:
+		d.dropPending()
 		return fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal)
 	}
 	o := <-res

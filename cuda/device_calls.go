@@ -171,3 +171,9 @@ func (d *Device) SetMaxDynamicSharedMemory(f Function, bytes int) error {
 func (d *Device) Launch(f Function, cfg LaunchConfig, args ...any) error {
 	return d.Do(func(c *Ctx) error { return c.Launch(f, cfg, args...) })
 }
+
+// LaunchDeferred is Launch through Enqueue: no handoff of its own, and a
+// failure reported to sink. args must not change after the call.
+func (d *Device) LaunchDeferred(sink func(error), f Function, cfg LaunchConfig, args ...any) {
+	d.Enqueue(func(c *Ctx) error { return c.Launch(f, cfg, args...) }, sink)
+}

@@ -43,7 +43,17 @@ type Set struct {
 	dev *cuda.Device
 	mod *Module
 	fns map[string]cuda.Function
+	// sink, when set (DeferLaunches), receives launch failures and
+	// launches go through cuda.Device.Enqueue.
+	sink func(error)
 }
+
+// DeferLaunches makes later launches skip their own trip to the device
+// thread (cuda.Device.LaunchDeferred): they are batched into the next
+// job, so a layer's launches cross goroutines once, and a launch failure
+// goes to sink instead of the launcher's result. Call it before sharing
+// the Set.
+func (s *Set) DeferLaunches(sink func(error)) { s.sink = sink }
 
 // LoadSet compiles Program for dev (through c's cache) and loads it.
 func LoadSet(c *Compiler, dev *cuda.Device) (*Set, error) {
@@ -87,7 +97,12 @@ func (s *Set) launch3(name string, st cuda.Stream, grid, block cuda.Dim3, args .
 	if grid.X == 0 || grid.Y > 65535 || grid.Z > 65535 {
 		return fmt.Errorf("kernels: %s: grid %dx%dx%d out of range", name, grid.X, grid.Y, grid.Z)
 	}
-	return s.dev.Launch(f, cuda.LaunchConfig{Grid: grid, Block: block, Stream: st}, args...)
+	cfg := cuda.LaunchConfig{Grid: grid, Block: block, Stream: st}
+	if s.sink != nil {
+		s.dev.LaunchDeferred(s.sink, f, cfg, args...)
+		return nil
+	}
+	return s.dev.Launch(f, cfg, args...)
 }
 
 // blocksFor is the number of blocks of size block covering n threads,

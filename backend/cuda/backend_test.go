@@ -98,6 +98,9 @@ func TestCUBLASUsesTheComputeStream(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.Sync(); err != nil { // runs the deferred GEMM call
+		t.Fatal(err)
+	}
 	if got != uintptr(b.Stream()) || got == 0 {
 		t.Errorf("cuBLAS stream %#x, compute stream %#x", got, b.Stream())
 	}

@@ -1,7 +1,7 @@
 // Package cuda is the CUDA backend: backend.Backend on one GPU. Device
 // buffers are cuMemAlloc memory, the HostPinned pool is page-locked host
 // memory (the target of ZeRO offload) and the Host pool ordinary Go memory.
-// Every op is queued on one compute stream: kernels from package kernels
+// Every op is queued on one non-blocking compute stream: kernels from package kernels
 // (NVRTC-compiled at start-up, cached on disk) and GEMMs through cuBLAS.
 // Ops whose buffers all live in host pools (the offloaded optimizer) run on
 // the host backend given in Options, so offload needs no special case in
@@ -52,6 +52,7 @@ type Options struct {
 type Backend struct {
 	dev    *cu.Device
 	stream cu.Stream
+	legacy cu.Event // recorded on the NULL stream after a synchronous copy (afterLegacy)
 	k      *kernels.Set
 	blas   *cublas.Handle
 	lt     *ltState // nil without Options.BLASLt
@@ -62,10 +63,14 @@ type Backend struct {
 	stats  backend.MemoryStats
 	pinned map[*backend.Memory]cu.HostBuffer
 	live   map[*backend.Memory]struct{}
-	err    error
 	blocks []*scratchBlock // device scratch lent by scratch()
 	stage  stagingPool     // pinned host memory for uploads and reads
 	closed bool
+
+	// The first failure, under its own lock: deferred launches report
+	// on the device thread, which may run while a caller holds mu.
+	emu sync.Mutex
+	err error
 }
 
 type scratchBlock struct {
@@ -84,13 +89,28 @@ func New(o Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda backend on device %d: %w", o.Device.Info().Ordinal, err)
 	}
-	st, err := o.Device.NewStream(false)
+	// Non-blocking: the legacy NULL stream (synchronous copies, other
+	// libraries' default work) neither waits for the compute stream nor
+	// holds it up. The backend's few synchronous copies order themselves
+	// by the legacy event (afterLegacy).
+	st, err := o.Device.NewStream(true)
 	if err != nil {
 		_ = k.Close()
 		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
-	b := &Backend{dev: o.Device, stream: st, k: k, host: o.Host, tf32: o.AllowTF32,
+	legacy, err := o.Device.NewEvent(false)
+	if err != nil {
+		_ = o.Device.DestroyStream(st)
+		_ = k.Close()
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	b := &Backend{dev: o.Device, stream: st, legacy: legacy, k: k, host: o.Host, tf32: o.AllowTF32,
 		pinned: make(map[*backend.Memory]cu.HostBuffer), live: make(map[*backend.Memory]struct{})}
+	// Kernel launches and GEMMs are deferred into the next trip to the
+	// device thread (cuda.Device.Enqueue): a layer's launches cross
+	// goroutines once, not once each. Their failures were the next Sync's
+	// to report anyway.
+	k.DeferLaunches(func(err error) { b.check("launch", err) })
 	err = o.Device.Do(func(*cu.Ctx) error {
 		h, err := o.BLAS.NewHandle()
 		if err != nil {
@@ -104,6 +124,7 @@ func New(o Options) (*Backend, error) {
 		return nil
 	})
 	if err != nil {
+		_ = o.Device.DestroyEvent(legacy)
 		_ = o.Device.DestroyStream(st)
 		_ = k.Close()
 		return nil, fmt.Errorf("cuda backend: cuBLAS handle: %w", err)
@@ -117,6 +138,7 @@ func New(o Options) (*Backend, error) {
 		if err != nil {
 			b.lt = nil
 			_ = o.Device.Do(func(*cu.Ctx) error { return b.blas.Close() })
+			_ = o.Device.DestroyEvent(legacy)
 			_ = o.Device.DestroyStream(st)
 			_ = k.Close()
 			return nil, fmt.Errorf("cuda backend: cuBLASLt handle: %w", err)
@@ -176,6 +198,7 @@ func (b *Backend) Close() error {
 			keep(b.dev.Free(b.lt.ws))
 		}
 	}
+	keep(b.dev.DestroyEvent(b.legacy))
 	keep(b.dev.DestroyStream(b.stream))
 	keep(b.k.Close())
 	return err
@@ -186,11 +209,11 @@ func (b *Backend) check(op string, err error) {
 	if err == nil {
 		return
 	}
-	b.mu.Lock()
+	b.emu.Lock()
 	if b.err == nil {
 		b.err = fmt.Errorf("cuda backend %s: %w", op, err)
 	}
-	b.mu.Unlock()
+	b.emu.Unlock()
 }
 
 // Sync implements backend.Backend. With nothing queued since the last
@@ -200,10 +223,12 @@ func (b *Backend) Sync() error {
 	waited, err := b.dev.SyncIfQueued(b.stream)
 	b.check("synchronize", err)
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if waited && err == nil {
 		b.stage.epoch++
 	}
+	b.mu.Unlock()
+	b.emu.Lock()
+	defer b.emu.Unlock()
 	return b.err
 }
 
@@ -288,6 +313,29 @@ func (b *Backend) scratch(dt kernels.DType, n int) (t kernels.Tensor, release fu
 	}, true
 }
 
+// afterLegacy orders the compute stream after what the legacy NULL stream
+// holds: a synchronous copy from pageable memory may return before its
+// DMA reached the device, and the non-blocking compute stream does not
+// wait for the NULL stream by itself. It runs on the device thread.
+func (b *Backend) afterLegacy(c *cu.Ctx) error {
+	if err := c.RecordEvent(b.legacy, 0); err != nil {
+		return err
+	}
+	return c.StreamWaitEvent(b.stream, b.legacy)
+}
+
+// copyHtoD is a synchronous upload ordered before the compute stream's
+// later work. The caller has waited for the stream before it, so no queued
+// op still reads dst.
+func (b *Backend) copyHtoD(dst cu.DevicePtr, src []byte) error {
+	return b.dev.Do(func(c *cu.Ctx) error {
+		if err := c.CopyHtoD(dst, src); err != nil {
+			return err
+		}
+		return b.afterLegacy(c)
+	})
+}
+
 // readDevice copies device bytes to dst after the work queued before it:
 // an async copy into pinned staging and one wait for the stream (one host
 // synchronisation, not a wait and then a blocking copy).
@@ -325,10 +373,14 @@ func (b *Backend) compute(dt kernels.DType) cublas.ComputeType {
 	return cublas.Compute32F
 }
 
-// gemm runs fn on the device thread with the cuBLAS handle.
+// gemm queues fn to run on the device thread with the cuBLAS handle,
+// deferred like the kernel launches (cuda.Device.Enqueue); a failure
+// becomes the backend's error. It returns nil: callers that must know at
+// once use the device themselves.
 func (b *Backend) gemm(fn func(h *cublas.Handle) error) error {
-	return b.dev.Do(func(c *cu.Ctx) error {
+	b.dev.Enqueue(func(c *cu.Ctx) error {
 		c.MarkQueued(b.stream)
 		return fn(b.blas)
-	})
+	}, func(err error) { b.check("gemm", err) })
+	return nil
 }

@@ -31,11 +31,11 @@ type env struct {
 // newEnv builds the environment. NVRTC compiles the program to PTX for
 // the mock's sm_80 (the mock loads PTX only); without NVRTC the test is
 // skipped unless GOTRAIN_REQUIRE_NVRTC=1.
-func newEnv(t *testing.T) *env { return newEnvDevices(t, 1) }
+func newEnv(t testing.TB) *env { return newEnvDevices(t, 1) }
 
 // newEnvDevices is newEnv with n mock devices (even ordinals sm_80, odd
 // sm_90), each launching on its own OS thread.
-func newEnvDevices(t *testing.T, n int) *env {
+func newEnvDevices(t testing.TB, n int) *env {
 	t.Helper()
 	lib := emu.ForTest(t)
 	t.Setenv(cudatest.EnvDevices, strconv.Itoa(n))
@@ -85,9 +85,9 @@ func newHost() *cpu.Backend {
 
 // backend is a fresh Backend on the env's first device, with cuBLASLt,
 // closed when t ends.
-func (e *env) backend(t *testing.T) *Backend { return e.backendOn(t, e.dev) }
+func (e *env) backend(t testing.TB) *Backend { return e.backendOn(t, e.dev) }
 
-func (e *env) backendOn(t *testing.T, dev *cu.Device) *Backend {
+func (e *env) backendOn(t testing.TB, dev *cu.Device) *Backend {
 	t.Helper()
 	return e.newBackend(t, Options{Device: dev, Compiler: e.comp, BLAS: e.blas, BLASLt: e.lt, Host: newHost()})
 }
@@ -98,7 +98,7 @@ func (e *env) backendNoLt(t *testing.T) *Backend {
 	return e.newBackend(t, Options{Device: e.dev, Compiler: e.comp, BLAS: e.blas, Host: newHost()})
 }
 
-func (e *env) newBackend(t *testing.T, o Options) *Backend {
+func (e *env) newBackend(t testing.TB, o Options) *Backend {
 	t.Helper()
 	b, err := New(o)
 	if err != nil {

@@ -29,7 +29,10 @@ func (b *Backend) Alloc(pool backend.Pool, cat backend.Category, dt backend.DTyp
 				return backend.Buffer{}, fmt.Errorf("cuda alloc %d bytes of %s on device %d: %w", nbytes, cat,
 					b.dev.Info().Ordinal, err)
 			}
-			if err := b.dev.MemsetD8(p, 0, nbytes); err != nil {
+			// On the compute stream, so the ops that use the buffer
+			// next come after it (a synchronous memset may return
+			// before it is done, and the stream is non-blocking).
+			if err := b.dev.MemsetD8Async(p, 0, nbytes, b.stream); err != nil {
 				_ = b.dev.Free(p)
 				return backend.Buffer{}, fmt.Errorf("cuda alloc: zero %d bytes: %w", nbytes, err)
 			}

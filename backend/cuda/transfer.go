@@ -60,7 +60,7 @@ func (b *Backend) Upload(dst backend.Buffer, src []byte) error {
 	if err := b.dev.StreamSynchronize(b.stream); err != nil {
 		return fmt.Errorf("cuda upload: %w", err)
 	}
-	if err := b.dev.CopyHtoD(devPtr(dst), src); err != nil {
+	if err := b.copyHtoD(devPtr(dst), src); err != nil {
 		return fmt.Errorf("cuda upload %d bytes: %w", len(src), err)
 	}
 	return nil
@@ -125,7 +125,7 @@ func (b *Backend) Copy(dst, src backend.Buffer) {
 		}
 		defer release()
 		b.check("copy", b.dev.StreamSynchronize(b.stream))
-		b.check("copy", b.dev.CopyHtoD(tmp.Ptr, hostView(src)))
+		b.check("copy", b.copyHtoD(tmp.Ptr, hostView(src)))
 		b.check("copy", b.k.Cast(b.stream, b.t("copy", dst), tmp, n))
 	default: // device → host
 		if same {

@@ -12,12 +12,6 @@ import (
 )
 
 const (
-	// pollMin and pollMax bound the pause between two looks at the Comm's
-	// stream: short at first, since small collectives finish in
-	// microseconds, then longer, so a long one costs the device thread
-	// little.
-	pollMin = 20 * time.Microsecond
-	pollMax = time.Millisecond
 	// drainLimit bounds how long a failed call waits for its NCCL call to
 	// return after the abort that should end it, so that a library that
 	// does not let go cannot hold the caller forever.
@@ -26,8 +20,9 @@ const (
 
 // run performs one collective of kind, counted in Stats as bytes: issue
 // queues the NCCL call on the Comm's stream (on the device thread, after
-// the stream was made to wait for the compute stream), then run polls
-// until the stream has finished it. A nil issue is a call with nothing to
+// the stream was made to wait for the compute stream), the compute stream
+// is made to wait for its completion event, and run blocks on that event
+// (AwaitEvent, off the device thread) until the call is done. A nil issue is a call with nothing to
 // move, which succeeds on a healthy Comm.
 func (c *Comm) run(ctx context.Context, kind comm.Kind, bytes int64, issue func(x *cuda.Ctx) error) error {
 	if cs := c.failure(); cs != nil {
@@ -58,7 +53,10 @@ func (c *Comm) run(ctx context.Context, kind comm.Kind, bytes int64, issue func(
 	return nil
 }
 
-// wait queues issue and waits for the Comm's stream to finish it.
+// wait queues issue and waits for its completion event. Nothing polls:
+// the wait is one cuEventSynchronize on the device's waiter thread, and
+// a deadline or a failure stops listening to it and aborts the NCCL
+// communicator, which ends the call on the device and so the wait.
 func (c *Comm) wait(ctx context.Context, kind comm.Kind, start, deadline time.Time, issue func(x *cuda.Ctx) error) error {
 	// The NCCL call may block on the device thread until every rank made
 	// it (always in the mock, and in NCCL while it connects peers), so it
@@ -77,32 +75,27 @@ func (c *Comm) wait(ctx context.Context, kind comm.Kind, start, deadline time.Ti
 		drain(queued)
 		return c.failure().callError(kind)
 	}
-	pause := pollMin
-	for {
-		done, err := c.query()
+	select {
+	case err := <-c.dev.AwaitEvent(c.done):
 		if err != nil {
 			return c.callFailed(kind, err)
 		}
-		if done {
-			return nil
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return c.interrupted(ctx, kind, start, deadline, nil)
-		case <-c.failed:
-			t.Stop()
-			return c.failure().callError(kind)
-		}
-		pause = min(2*pause, pollMax)
+		return nil
+	case <-ctx.Done():
+		return c.interrupted(ctx, kind, start, deadline, nil)
+	case <-c.failed:
+		return c.failure().callError(kind)
 	}
 }
 
 // enqueue is the device-thread half of a call: order the Comm's stream
-// after the work queued on the compute stream so far, then queue the NCCL
-// call behind it.
+// after the work queued on the compute stream so far, queue the NCCL call
+// (with its staging copies) behind it, record the completion event and
+// order the compute stream after it. Work queued on the compute stream
+// later therefore sees the collective's result without anyone waiting on
+// the host; the caller's own wait is only for its return. An error NCCL
+// saw asynchronously since the last call (a peer that failed) fails this
+// one before it is queued.
 func (c *Comm) enqueue(issue func(x *cuda.Ctx) error) func(x *cuda.Ctx) error {
 	return func(x *cuda.Ctx) error {
 		if err := x.RecordEvent(c.ready, c.compute); err != nil {
@@ -111,21 +104,20 @@ func (c *Comm) enqueue(issue func(x *cuda.Ctx) error) func(x *cuda.Ctx) error {
 		if err := x.StreamWaitEvent(c.stream, c.ready); err != nil {
 			return err
 		}
-		return c.withNCCL(func() error { return issue(x) })
-	}
-}
-
-// query reports whether the Comm's stream is done and, while it is not,
-// whether NCCL saw an asynchronous error (a peer that failed or aborted).
-func (c *Comm) query() (done bool, err error) {
-	err = c.dev.Do(func(x *cuda.Ctx) error {
-		var err error
-		if done, err = x.StreamQuery(c.stream); err != nil || done {
+		err := c.withNCCL(func() error {
+			if err := c.nc.AsyncError(); err != nil {
+				return err
+			}
+			return issue(x)
+		})
+		if err != nil {
 			return err
 		}
-		return c.withNCCL(c.nc.AsyncError)
-	})
-	return done, err
+		if err := x.RecordEvent(c.done, c.stream); err != nil {
+			return err
+		}
+		return x.StreamWaitEvent(c.compute, c.done)
+	}
 }
 
 // callFailed turns the error of a call's NCCL or CUDA step into the Comm's

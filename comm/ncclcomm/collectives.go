@@ -25,7 +25,7 @@ func (c *Comm) AllReduce(ctx context.Context, buf backend.Buffer, op comm.Op) er
 		if err := c.copyIn(x, ps...); err != nil {
 			return err
 		}
-		return c.nc.AllReduce(p, p, n, dt, rop, c.stream)
+		return c.queueOut(x, c.nc.AllReduce(p, p, n, dt, rop, c.stream), ps...)
 	})), ps...)
 }
 
@@ -53,7 +53,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, dst, src backend.Buffer, op co
 		if err := c.copyIn(x, ps[1]); err != nil {
 			return err
 		}
-		return c.nc.ReduceScatter(sp, dp, n, dt, rop, c.stream)
+		return c.queueOut(x, c.nc.ReduceScatter(sp, dp, n, dt, rop, c.stream), ps[0])
 	})), ps[0])
 }
 
@@ -81,7 +81,7 @@ func (c *Comm) AllGather(ctx context.Context, dst, src backend.Buffer) error {
 		if err := c.copyIn(x, ps[1]); err != nil {
 			return err
 		}
-		return c.nc.AllGather(sp, dp, n, dt, c.stream)
+		return c.queueOut(x, c.nc.AllGather(sp, dp, n, dt, c.stream), ps[0])
 	})), ps[0])
 }
 
@@ -104,7 +104,7 @@ func (c *Comm) Broadcast(ctx context.Context, buf backend.Buffer, root int) erro
 		if err := c.copyIn(x, ps...); err != nil {
 			return err
 		}
-		return c.nc.Broadcast(p, p, n, dt, root, c.stream)
+		return c.queueOut(x, c.nc.Broadcast(p, p, n, dt, root, c.stream), ps...)
 	})), ps...)
 }
 

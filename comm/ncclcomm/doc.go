@@ -24,12 +24,16 @@
 // The Comm owns a stream on the device. Before each collective it records
 // an event on Options.ComputeStream and makes its own stream wait for it,
 // so a collective sees every kernel queued on the compute stream before
-// the call; the call returns once its stream finished the collective, so
-// compute queued after the call sees the result. The wait is a poll
-// (cuStreamQuery, ncclCommGetAsyncError) between which the device thread
-// is free: the ZeRO engine issues collectives from its own goroutine while
-// the backward pass keeps queueing kernels, which is what overlap_comm
-// overlaps.
+// the call. After the collective it records a completion event on its own
+// stream and makes the compute stream wait for that, so compute queued
+// after the call sees the result by the device's own ordering. The call
+// returns once the event fired: one cuEventSynchronize on the device's
+// waiter thread (cuda.Device.AwaitEvent), never a poll, and never on the
+// device thread, which stays free: the ZeRO engine issues collectives from
+// its own goroutine while the backward pass keeps queueing kernels, which
+// is what overlap_comm overlaps. Host buffers are staged through pinned
+// memory with async copies on the Comm's stream (staging.go). An error
+// NCCL saw asynchronously (ncclCommGetAsyncError) fails the next call.
 //
 // # Failures
 //

@@ -48,9 +48,10 @@ type Comm struct {
 	compute    cuda.Stream
 	stream     cuda.Stream    // the Comm's own; NCCL runs here
 	ready      cuda.Event     // recorded on compute, waited for by stream
-	staged     cuda.Event     // recorded after staging copies, waited for by stream
+	done       cuda.Event     // recorded on stream after a call, waited for by compute and the caller
 	word       cuda.DevicePtr // one int32 that Barrier all-reduces
 	stage      cuda.DevicePtr // staging for host buffers (staging.go)
+	pinned     cuda.HostBuffer
 	stageBytes int
 
 	fmu    sync.Mutex
@@ -134,11 +135,11 @@ func (c *Comm) allocate(x *cuda.Ctx) (err error) {
 	if c.ready, err = x.NewEvent(false); err != nil {
 		return errors.Join(err, x.DestroyStream(c.stream))
 	}
-	if c.staged, err = x.NewEvent(false); err != nil {
+	if c.done, err = x.NewEvent(false); err != nil {
 		return errors.Join(err, x.DestroyEvent(c.ready), x.DestroyStream(c.stream))
 	}
 	if c.word, err = x.Alloc(4); err != nil {
-		return errors.Join(err, x.DestroyEvent(c.staged), x.DestroyEvent(c.ready), x.DestroyStream(c.stream))
+		return errors.Join(err, x.DestroyEvent(c.done), x.DestroyEvent(c.ready), x.DestroyStream(c.stream))
 	}
 	return nil
 }
@@ -148,9 +149,12 @@ func (c *Comm) free(x *cuda.Ctx) error {
 	var stage error
 	if c.stage != 0 {
 		stage = x.Free(c.stage)
-		c.stage, c.stageBytes = 0, 0
 	}
-	return errors.Join(stage, x.Free(c.word), x.DestroyEvent(c.staged), x.DestroyEvent(c.ready), x.DestroyStream(c.stream))
+	if c.pinned.Len() > 0 {
+		stage = errors.Join(stage, x.FreeHost(c.pinned))
+	}
+	c.stage, c.pinned, c.stageBytes = 0, cuda.HostBuffer{}, 0
+	return errors.Join(stage, x.Free(c.word), x.DestroyEvent(c.done), x.DestroyEvent(c.ready), x.DestroyStream(c.stream))
 }
 
 // initRank runs ncclCommInitRank on the device thread. Past the deadline

@@ -1,6 +1,7 @@
 package ncclcomm
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gotrain/gotrain/backend"
@@ -9,15 +10,20 @@ import (
 
 // NCCL moves device memory only. Buffers in host pools (the trainer's small
 // bookkeeping collectives, an offloaded optimizer's partitions) are staged
-// through device memory the Comm owns: copied in on the device thread just
-// before the NCCL call, and out after the stream finished it. Collectives
-// are issued one at a time, so one staging area serves every call; it
-// grows to the largest call and is freed by Close.
+// through pinned host memory and device memory the Comm owns: the caller
+// copies the inputs into the pinned block, async copies on the Comm's own
+// stream move them to the device before the NCCL call and the results back
+// after it, and the caller copies them out once the call's completion
+// event fired. No copy touches the legacy NULL stream, so none waits for
+// or holds up the compute stream. Collectives are issued one at a time, so
+// one staging area serves every call; it grows to the largest call and is
+// freed by Close.
 
 // placed is where one argument of a collective lives for NCCL.
 type placed struct {
 	ptr  cuda.DevicePtr
-	host []byte // non-nil: a host buffer staged at ptr
+	host []byte          // non-nil: a host buffer staged at ptr
+	pin  cuda.HostBuffer // host's pinned copy, when host is not empty
 }
 
 func isHost(b backend.Buffer) bool {
@@ -25,7 +31,10 @@ func isHost(b backend.Buffer) bool {
 }
 
 // place maps the buffers of one collective to device addresses, staging
-// the host ones in consecutive 256-byte-aligned slots.
+// the host ones in consecutive 256-byte-aligned slots of the device and
+// pinned staging blocks, and copies the host buffers into the pinned
+// block (every one: an output's first bytes are its input in the in-place
+// collectives, and copying an output-only buffer costs little).
 func (c *Comm) place(bufs ...backend.Buffer) ([]placed, error) {
 	need := 0
 	for _, b := range bufs {
@@ -35,17 +44,18 @@ func (c *Comm) place(bufs ...backend.Buffer) ([]placed, error) {
 		}
 	}
 	if need > c.stageBytes {
-		if c.stage != 0 {
-			if err := c.dev.Free(c.stage); err != nil {
-				return nil, err
-			}
-			c.stage, c.stageBytes = 0, 0
+		if err := c.freeStage(); err != nil {
+			return nil, err
 		}
 		p, err := c.dev.Alloc(need)
 		if err != nil {
 			return nil, fmt.Errorf("ncclcomm: staging %d bytes of host buffers on the device: %w", need, err)
 		}
-		c.stage, c.stageBytes = p, need
+		h, err := c.dev.AllocHost(need)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("ncclcomm: staging %d bytes of host buffers in pinned memory: %w", need, err), c.dev.Free(p))
+		}
+		c.stage, c.pinned, c.stageBytes = p, h, need
 	}
 	out := make([]placed, len(bufs))
 	off := 0
@@ -55,45 +65,67 @@ func (c *Comm) place(bufs ...backend.Buffer) ([]placed, error) {
 			continue
 		}
 		out[i] = placed{ptr: c.stage.Add(off), host: b.Mem().Host[b.ByteOff() : b.ByteOff()+b.Bytes()]}
+		if len(out[i].host) > 0 {
+			out[i].pin = c.pinned.Slice(off, len(out[i].host))
+			copy(out[i].pin.Bytes(), out[i].host)
+		}
 		off += (b.Bytes() + 255) &^ 255
 	}
 	return out, nil
 }
 
-// copyIn uploads the staged inputs; it runs on the device thread inside
-// the issue of the NCCL call. A synchronous copy from pageable memory may
-// return before its DMA reaches the device, and the Comm's stream does not
-// synchronise with the legacy stream the copy runs on, so the stream
-// waits for an event recorded after the copies.
-func (c *Comm) copyIn(x *cuda.Ctx, ps ...placed) error {
-	copied := false
-	for _, p := range ps {
-		if p.host != nil && len(p.host) > 0 {
-			if err := x.CopyHtoD(p.ptr, p.host); err != nil {
-				return err
-			}
-			copied = true
-		}
+// freeStage releases the staging blocks (a larger call, Close).
+func (c *Comm) freeStage() error {
+	var err error
+	if c.stage != 0 {
+		err = c.dev.Free(c.stage)
 	}
-	if !copied {
-		return nil
+	if c.pinned.Len() > 0 {
+		err = errors.Join(err, c.dev.FreeHost(c.pinned))
 	}
-	if err := x.RecordEvent(c.staged, 0); err != nil {
-		return err
-	}
-	return x.StreamWaitEvent(c.stream, c.staged)
+	c.stage, c.pinned, c.stageBytes = 0, cuda.HostBuffer{}, 0
+	return err
 }
 
-// copyOut downloads the staged outputs after the collective finished.
+// copyIn queues the staged inputs' upload on the Comm's stream, ahead of
+// the NCCL call; it runs on the device thread inside the call's issue.
+func (c *Comm) copyIn(x *cuda.Ctx, ps ...placed) error {
+	for _, p := range ps {
+		if len(p.host) > 0 {
+			if err := x.CopyHtoDAsync(p.ptr, p.pin, c.stream); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// queueOut queues the staged outputs' download on the Comm's stream after
+// the NCCL call whose error is err; the completion event is recorded after
+// them.
+func (c *Comm) queueOut(x *cuda.Ctx, err error, ps ...placed) error {
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if len(p.host) > 0 {
+			if err := x.CopyDtoHAsync(p.pin, p.ptr, c.stream); err != nil {
+				return fmt.Errorf("ncclcomm: queue a staged result's copy back to host memory: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// copyOut hands the staged outputs to their host buffers once the call
+// completed (err is its outcome).
 func (c *Comm) copyOut(err error, ps ...placed) error {
 	if err != nil {
 		return err
 	}
 	for _, p := range ps {
-		if p.host != nil && len(p.host) > 0 {
-			if err := c.dev.CopyDtoH(p.host, p.ptr); err != nil {
-				return fmt.Errorf("ncclcomm: copy a staged result back to host memory: %w", err)
-			}
+		if len(p.host) > 0 {
+			copy(p.host, p.pin.Bytes())
 		}
 	}
 	return nil

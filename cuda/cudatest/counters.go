@@ -30,6 +30,10 @@ const (
 	slotLaunch     = 10
 	slotAsyncCopy  = 11
 	slotMemset     = 12
+	slotQuery      = 13
+	slotRecord     = 14
+	slotWait       = 15
+	slotUnrecorded = 16
 	slotGEMM       = 32
 	slotProducts   = 64
 	numSlots       = 96
@@ -85,6 +89,14 @@ type Counts struct {
 	Launches     int64 // cuLaunchKernel
 	AsyncCopies  int64 // cuMemcpy*Async_v2
 	Memsets      int64 // cuMemset*
+	// StreamQueries counts cuStreamQuery, a poll: a completion path that
+	// orders work by events makes none.
+	StreamQueries int64
+	EventRecords  int64 // cuEventRecord
+	EventWaits    int64 // cuStreamWaitEvent
+	// UnrecordedWaits counts cuStreamWaitEvent on an event never recorded,
+	// which orders nothing: always a bug in the caller.
+	UnrecordedWaits int64
 	// GEMMs counts GEMM calls (cublasGemmEx, cublasGemmStridedBatchedEx,
 	// cublasLtMatmul) by input and compute type; Products counts the
 	// products they computed (a strided batch of n counts n).
@@ -127,6 +139,8 @@ func (c Counts) Sub(prev Counts) Counts {
 		{&d.DeviceAllocs, &prev.DeviceAllocs}, {&d.PinnedAllocs, &prev.PinnedAllocs},
 		{&d.DeviceFrees, &prev.DeviceFrees}, {&d.PinnedFrees, &prev.PinnedFrees},
 		{&d.Launches, &prev.Launches}, {&d.AsyncCopies, &prev.AsyncCopies}, {&d.Memsets, &prev.Memsets},
+		{&d.StreamQueries, &prev.StreamQueries}, {&d.EventRecords, &prev.EventRecords},
+		{&d.EventWaits, &prev.EventWaits}, {&d.UnrecordedWaits, &prev.UnrecordedWaits},
 	} {
 		*p.a -= *p.b
 	}
@@ -151,9 +165,11 @@ func (c Counts) StepLine(label string) string {
 // Detail lists every non-zero counter, for a test log.
 func (c Counts) Detail() string {
 	s := fmt.Sprintf("syncs: stream %d, context %d, event %d, blocking DtoH %d; blocking HtoD %d; "+
-		"allocs: device %d, pinned %d; frees: device %d, pinned %d; launches %d; async copies %d; memsets %d; GEMMs:",
+		"allocs: device %d, pinned %d; frees: device %d, pinned %d; launches %d; async copies %d; memsets %d; "+
+		"stream queries %d; event records %d, waits %d (unrecorded %d); GEMMs:",
 		c.StreamSyncs, c.ContextSyncs, c.EventSyncs, c.BlockingDtoH, c.BlockingHtoD, c.DeviceAllocs, c.PinnedAllocs,
-		c.DeviceFrees, c.PinnedFrees, c.Launches, c.AsyncCopies, c.Memsets)
+		c.DeviceFrees, c.PinnedFrees, c.Launches, c.AsyncCopies, c.Memsets,
+		c.StreamQueries, c.EventRecords, c.EventWaits, c.UnrecordedWaits)
 	none := true
 	for in := range numInputs {
 		for ct := range numComputes {
@@ -208,6 +224,7 @@ func (c *Counters) Read() (Counts, error) {
 		BlockingDtoH: v(slotDtoH), BlockingHtoD: v(slotHtoD),
 		DeviceAllocs: v(slotAlloc), PinnedAllocs: v(slotAllocHost), DeviceFrees: v(slotFree), PinnedFrees: v(slotFreeHost),
 		Launches: v(slotLaunch), AsyncCopies: v(slotAsyncCopy), Memsets: v(slotMemset),
+		StreamQueries: v(slotQuery), EventRecords: v(slotRecord), EventWaits: v(slotWait), UnrecordedWaits: v(slotUnrecorded),
 	}
 	for in := range numInputs {
 		for ct := range numComputes {

@@ -61,6 +61,9 @@ func TestCountersCountTheCallsMade(t *testing.T) {
 	must(err)
 	ev, err := dev.NewEvent(false)
 	must(err)
+	never, err := dev.NewEvent(false)
+	must(err)
+	must(dev.StreamWaitEvent(st, never)) // orders nothing: counted as a bug
 	host := make([]byte, 4*n)
 	must(dev.CopyHtoD(a, host))
 	must(dev.CopyHtoD(b, host))
@@ -82,7 +85,13 @@ func TestCountersCountTheCallsMade(t *testing.T) {
 	must(dev.StreamSynchronize(st))
 	must(dev.Synchronize())
 	must(dev.RecordEvent(ev, st))
+	must(dev.StreamWaitEvent(st, ev))
 	must(dev.EventSynchronize(ev))
+	for range 2 {
+		if _, err := dev.StreamQuery(st); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	f32 := func(p cuda.DevicePtr, ld int) cublas.Matrix { return cublas.Matrix{Ptr: p, Type: cublas.R32F, LD: ld} }
 	bf16 := func(p cuda.DevicePtr, ld int) cublas.Matrix { return cublas.Matrix{Ptr: p, Type: cublas.R16BF, LD: ld} }
@@ -113,6 +122,7 @@ func TestCountersCountTheCallsMade(t *testing.T) {
 			A: bf16(a, 4), B: bf16(b, 4), C: bf16(c, 4), Stream: st, Compute: cublas.Compute32F})
 	}))
 	must(dev.DestroyEvent(ev))
+	must(dev.DestroyEvent(never))
 	must(dev.DestroyStream(st))
 	must(dev.FreeHost(pinned))
 	must(dev.Free(a))
@@ -127,6 +137,8 @@ func TestCountersCountTheCallsMade(t *testing.T) {
 		{"stream syncs", d.StreamSyncs, 2}, {"context syncs", d.ContextSyncs, 1}, {"event syncs", d.EventSyncs, 1},
 		{"blocking DtoH", d.BlockingDtoH, 1}, {"blocking HtoD", d.BlockingHtoD, 2}, {"async copies", d.AsyncCopies, 1},
 		{"memsets", d.Memsets, 1}, {"launches", d.Launches, 3},
+		{"stream queries", d.StreamQueries, 2}, {"event records", d.EventRecords, 1},
+		{"event waits", d.EventWaits, 2}, {"waits on unrecorded events", d.UnrecordedWaits, 1},
 		{"device allocs", d.DeviceAllocs, 3}, {"pinned allocs", d.PinnedAllocs, 1},
 		{"device frees", d.DeviceFrees, 1}, {"pinned frees", d.PinnedFrees, 1},
 		{"host syncs", d.HostSyncs(), 5}, {"allocations", d.Allocations(), 4},

@@ -40,6 +40,10 @@ enum {
 	MOCK_CNT_LAUNCH = 10,       /* cuLaunchKernel */
 	MOCK_CNT_ASYNC_COPY = 11,   /* cuMemcpy*Async_v2 */
 	MOCK_CNT_MEMSET = 12,       /* cuMemset* */
+	MOCK_CNT_STREAM_QUERY = 13, /* cuStreamQuery: a poll of a stream */
+	MOCK_CNT_EVENT_RECORD = 14, /* cuEventRecord */
+	MOCK_CNT_STREAM_WAIT = 15,  /* cuStreamWaitEvent */
+	MOCK_CNT_WAIT_UNRECORDED = 16, /* cuStreamWaitEvent on an event never recorded: orders nothing */
 	MOCK_CNT_GEMM = 32,         /* GEMM calls: MOCK_CNT_GEMM + input*MOCK_CNT_COMPUTES + compute */
 	MOCK_CNT_GEMM_PRODUCTS = 64, /* the same table counting products (a batch of n counts n) */
 	MOCK_CNT_SLOTS = 96,

@@ -11,7 +11,10 @@
  *   async copies accept only pinned host memory from cuMemAllocHost_v2.
  * - A context is current per OS thread, as in the driver: calls that need
  *   one fail with CUDA_ERROR_INVALID_CONTEXT on a thread where none is.
- * - Streams run their work at once; events take the host clock.
+ * - Streams run their work at once; events take the host clock. An event
+ *   waited for by cuStreamWaitEvent before any cuEventRecord of it orders
+ *   nothing in the driver, so the mock counts such waits as a bug to find
+ *   (MOCK_CNT_WAIT_UNRECORDED), with records, waits and stream polls.
  * - Modules are PTX text. cuModuleGetFunction finds ".entry NAME" in it;
  *   launching runs a CPU version of the few test kernels listed in
  *   `kernels` below, over the launch's real grid and block.
@@ -602,7 +605,14 @@ CUresult cuStreamWaitEvent(void *s, void *e, unsigned int flags) {
 	if (flags != 0) {
 		return E_INVALID_VALUE;
 	}
-	return check_event(e);
+	r = check_event(e);
+	if (r == OK) {
+		mock_count(MOCK_CNT_STREAM_WAIT, 1);
+		if (!((mock_event *)e)->recorded) {
+			mock_count(MOCK_CNT_WAIT_UNRECORDED, 1);
+		}
+	}
+	return r;
 }
 
 CUresult cuEventCreate(void **pe, unsigned int flags) {
@@ -632,6 +642,7 @@ CUresult cuEventRecord(void *e, void *s) {
 	mock_event *ev = (mock_event *)e;
 	clock_gettime(CLOCK_MONOTONIC, &ev->at);
 	ev->recorded = 1;
+	mock_count(MOCK_CNT_EVENT_RECORD, 1);
 	return OK;
 }
 
@@ -1169,4 +1180,10 @@ CUresult cuMemsetD32(unsigned int d, unsigned int v, unsigned int n) {
 
 /* Streams run their work at once, so a live stream has never anything
  * pending: CUDA_SUCCESS, never CUDA_ERROR_NOT_READY. */
-CUresult cuStreamQuery(void *s) { return check_stream(s); }
+CUresult cuStreamQuery(void *s) {
+	CUresult r = check_stream(s);
+	if (r == OK) {
+		mock_count(MOCK_CNT_STREAM_QUERY, 1);
+	}
+	return r;
+}
