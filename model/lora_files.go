@@ -205,3 +205,16 @@ func MergeAdapter(lay *Layout, alay *AdapterLayout, params, adapters []float32) 
 	}
 	return nil
 }
+
+// ParseAdapterConfigFile reads an adapter_config.json at path.
+func ParseAdapterConfigFile(path string) (LoRA, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return LoRA{}, err
+	}
+	l, err := ParseAdapterConfig(data)
+	if err != nil {
+		return LoRA{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return l, nil
+}
