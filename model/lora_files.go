@@ -85,6 +85,9 @@ func ParseAdapterConfig(data []byte) (LoRA, error) {
 	default:
 		return refuse("target_modules", fmt.Sprintf("%s is not supported: a regex string is not; give a list of module names or \"all-linear\"", c.Target))
 	}
+	if len(l.Target) == 0 {
+		return refuse("target_modules", "is empty: list the modules to adapt (e.g. [\"q_proj\", \"v_proj\"]) or \"all-linear\"")
+	}
 	return l, nil
 }
 
