@@ -88,9 +88,15 @@ func (m *Model) forward(inputs, targets []int32, B, T int, lossSum backend.Buffe
 		if a.ckpt {
 			be.Copy(a.saved[l], residual)
 		}
-		ba := m.blockActs(l)
-		m.blockForward(ba, residual, m.blockViews(l, pb), B, T)
+		ba, bw := m.blockActs(l), m.blockViews(l, pb)
+		if bw.lora, _, err = m.acquireAdapters(l, false); err != nil {
+			return 0, err
+		}
+		m.blockForward(ba, residual, bw, B, T)
 		residual = ba.residual3
+		if err := m.releaseAdapters(l, false); err != nil {
+			return 0, err
+		}
 		if err := st.Release(l+1, false); err != nil {
 			return 0, m.storeErr("release", l+1, false, err)
 		}
@@ -242,10 +248,16 @@ func (m *Model) Backward(dlossScale float32) error {
 		if embP, embG, err = st.Acquire(0, true); err != nil {
 			return m.storeErr("acquire", 0, true, err)
 		}
+		if embG, err = m.frozenGrads(0, embG); err != nil {
+			return err
+		}
 	}
 	finP, finG, err := st.Acquire(fin, true)
 	if err != nil {
 		return m.storeErr("acquire", fin, true, err)
+	}
+	if finG, err = m.frozenGrads(fin, finG); err != nil {
+		return err
 	}
 	lnfw, _, head := m.finalViews(finP)
 	dlnfw, dlnfb, dhead := m.finalViews(finG)
@@ -286,7 +298,13 @@ func (m *Model) Backward(dlossScale float32) error {
 		if err != nil {
 			return m.storeErr("acquire", l+1, true, err)
 		}
+		if gb, err = m.frozenGrads(l+1, gb); err != nil {
+			return err
+		}
 		bw, bg, ba := m.blockViews(l, pb), m.blockViews(l, gb), m.blockActs(l)
+		if bw.lora, bg.lora, err = m.acquireAdapters(l, true); err != nil {
+			return err
+		}
 		residual := a.encoded
 		if l > 0 {
 			residual = m.blockOutput(l - 1)
@@ -302,6 +320,9 @@ func (m *Model) Backward(dlossScale float32) error {
 			m.blockForward(ba, residual, bw, B, T)
 		}
 		m.blockBackward(ba, residual, bw, bg, B, T)
+		if err := m.releaseAdapters(l, true); err != nil {
+			return err
+		}
 		if err := st.Release(l+1, true); err != nil {
 			return m.storeErr("release", l+1, true, err)
 		}
@@ -309,6 +330,9 @@ func (m *Model) Backward(dlossScale float32) error {
 	if !tied {
 		if _, embG, err = st.Acquire(0, true); err != nil {
 			return m.storeErr("acquire", 0, true, err)
+		}
+		if embG, err = m.frozenGrads(0, embG); err != nil {
+			return err
 		}
 	}
 	// transformers' embedding has padding_idx = pad_token_id: positions
@@ -333,19 +357,23 @@ func (m *Model) blockForward(ba *blockActs, residual backend.Buffer, bw blockWei
 	QKV, A, U := cfg.QKVWidth(), cfg.AttnWidth(), cfg.upWidth()
 	m.normForward(ba.ln1, ba.ln1Mean, ba.ln1Rstd, residual, bw.ln1w, bw.ln1b, N)
 	be.MatmulForward(ba.qkv, ba.ln1, bw.qkvw, bw.qkvb, N, C, QKV)
+	m.loraForward(slotQKV, ba.qkv, ba.ln1, bw.lora, N)
 	if cfg.Pos == RotaryPositions {
 		m.dec.QKVRotaryForward(ba.qkvr, ba.qkRstd, ba.qkv, bw.qnorm, bw.knorm, a.cos, a.sin, B, T, NH, KV, HD, m.eps)
 	}
 	be.AttentionForward(ba.atty, ba.lse, ba.qkvr, B, T, NH, KV, HD)
 	be.MatmulForward(a.scratch, ba.atty, bw.ow, bw.ob, N, A, C)
+	m.loraForward(slotO, a.scratch, ba.atty, bw.lora, N)
 	m.residualNormForward(ba.residual2, ba.ln2, ba.ln2Mean, ba.ln2Rstd, residual, a.scratch, bw.ln2w, bw.ln2b, N)
 	be.MatmulForward(ba.fch, ba.ln2, bw.upw, bw.upb, N, C, U)
+	m.loraForward(slotUp, ba.fch, ba.ln2, bw.lora, N)
 	if cfg.Act == SwiGLU {
 		m.dec.SwiGLUForward(ba.fchAct, ba.fch, N, cfg.FF)
 	} else {
 		be.GeluForward(ba.fchAct, ba.fch, N*U)
 	}
 	be.MatmulForward(a.scratch, ba.fchAct, bw.downw, bw.downb, N, cfg.FF, C)
+	m.loraForward(slotDown, a.scratch, ba.fchAct, bw.lora, N)
 	be.Add(ba.residual3, ba.residual2, a.scratch, N*C)
 }
 
@@ -360,18 +388,21 @@ func (m *Model) blockBackward(ba *blockActs, residual backend.Buffer, bw, bg blo
 	dln := a.dbtc.Slice(0, N*C)
 	// MLP half: residual3 = residual2 + down(act(up(norm2(residual2)))).
 	be.MatmulBackward(dAct, bg.downw, bg.downb, a.dres, ba.fchAct, bw.downw, N, F, C)
+	m.loraBackward(slotDown, dAct, a.dres, ba.fchAct, bw.lora, bg.lora, N)
 	if cfg.Act == SwiGLU {
 		m.dec.SwiGLUBackward(dUp, dAct, ba.fch, N, F)
 	} else {
 		be.GeluBackward(dUp, ba.fch, dAct, N*U)
 	}
 	be.MatmulBackward(dln, bg.upw, bg.upb, dUp, ba.ln2, bw.upw, N, C, U)
+	m.loraBackward(slotUp, dln, dUp, ba.ln2, bw.lora, bg.lora, N)
 	m.normBackward(a.scratch, bg.ln2w, bg.ln2b, dln, ba.residual2, bw.ln2w, ba.ln2Mean, ba.ln2Rstd, N)
 	be.Add(a.dres, a.dres, a.scratch, N*C)
 	// Attention half: residual2 = residual + o(attn(rope(qkv(norm1(residual))))).
 	datty := a.dbtc.Slice(0, N*A)
 	dqkvr := a.d4a.Slice(0, N*QKV)
 	be.MatmulBackward(datty, bg.ow, bg.ob, a.dres, ba.atty, bw.ow, N, A, C)
+	m.loraBackward(slotO, datty, a.dres, ba.atty, bw.lora, bg.lora, N)
 	be.AttentionBackward(dqkvr, datty, ba.atty, ba.qkvr, ba.lse, B, T, NH, KV, HD)
 	dqkv := dqkvr
 	if cfg.Pos == RotaryPositions {
@@ -381,6 +412,7 @@ func (m *Model) blockBackward(ba *blockActs, residual backend.Buffer, bw, bg blo
 		m.dec.QKVRotaryBackward(dqkv, bg.qnorm, bg.knorm, dqkvr, ba.qkv, bw.qnorm, bw.knorm, ba.qkRstd, a.cos, a.sin, B, T, NH, KV, HD)
 	}
 	be.MatmulBackward(dln, bg.qkvw, bg.qkvb, dqkv, ba.ln1, bw.qkvw, N, C, QKV)
+	m.loraBackward(slotQKV, dln, dqkv, ba.ln1, bw.lora, bg.lora, N)
 	m.normBackward(a.scratch, bg.ln1w, bg.ln1b, dln, residual, bw.ln1w, ba.ln1Mean, ba.ln1Rstd, N)
 	be.Add(a.dres, a.dres, a.scratch, N*C)
 }

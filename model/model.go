@@ -25,6 +25,10 @@ type Options struct {
 	// (cpu_checkpointing).
 	Checkpoint     bool
 	CheckpointPool backend.Pool
+
+	// LoRA, when set, trains adapters (lora.go) on a frozen base: Store
+	// then serves the base, and may give no gradient buffers for it.
+	LoRA *LoRAOptions
 }
 
 // blockWeights are views of one block's tensors in a group buffer, fused
@@ -39,6 +43,7 @@ type blockWeights struct {
 	ln2w, ln2b   backend.Buffer // (C)
 	upw, upb     backend.Buffer // (U, C), (U): c_fc, or gate_proj and up_proj stacked
 	downw, downb backend.Buffer // (C, F), (C)
+	lora         backend.Buffer // the block's adapter group (LoRA only)
 }
 
 // pass records what the last Forward left in the activations.
@@ -73,6 +78,7 @@ type Model struct {
 	ignored [][2]int32
 	tgDev   []int32
 	state   pass
+	lora    *loraState // nil without adapters
 }
 
 // New makes a model whose parameters and gradients opts.Store supplies.
@@ -100,12 +106,24 @@ func New(be backend.Backend, cfg Config, opts Options) (*Model, error) {
 		}
 		m.dec, m.eps = dec, float32(cfg.NormEps)
 	}
+	if opts.LoRA != nil {
+		ls, err := newLoRA(be, cfg, opts.LoRA, opts.ActDType)
+		if err != nil {
+			return nil, err
+		}
+		m.lora = ls
+	}
 	return m, nil
 }
 
 // Free releases the activations. The model is unusable after; the store
 // keeps the parameters.
-func (m *Model) Free() { m.freeActivations() }
+func (m *Model) Free() {
+	m.freeActivations()
+	if m.lora != nil {
+		m.lora.free(m.be)
+	}
+}
 
 // Config is the model's shape.
 func (m *Model) Config() Config { return m.cfg }
@@ -143,6 +161,11 @@ func (m *Model) ReserveActivations(B, T int) error {
 		m.actB = plan.bytes()
 	}
 	plan.place(m.arenas)
+	if m.lora != nil {
+		if err := m.lora.reserve(m.be, m.opts.ActDType, B*T); err != nil {
+			return err
+		}
+	}
 	m.acts = a
 	m.state = passNone
 	if m.cfg.Pos == RotaryPositions {

@@ -44,6 +44,13 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	if r.o.OutputDir == "" {
 		return nil
 	}
+	if r.base != nil {
+		// LoRA: the checkpoint is the adapter directory (no optimizer state
+		// yet, so no resume).
+		_, err := r.saveAdapter()
+		r.lastSaved = step
+		return err
+	}
 	t0 := time.Now()
 	dir := checkpoint.Dir(r.o.OutputDir)
 	if r.rank == 0 {

@@ -99,6 +99,9 @@ type EstimateOptions struct {
 	// --gradient-checkpointing does; an activation_checkpointing block in
 	// the config turns it on as well.
 	Checkpoint bool
+	// LoRA, when set, estimates LoRA fine-tuning with these adapters: a
+	// frozen base and the adapters' gradients, master and moments only.
+	LoRA *model.LoRA
 }
 
 // Estimate computes one rank's memory for training m with cfg over world
@@ -138,6 +141,9 @@ func Estimate(cfg *config.Config, m model.Config, world, seqLen int, opts Estima
 	ckpt := opts.Checkpoint || cfg.ActivationCheckpointing.Present
 	hostCkpt := ckpt && cfg.ActivationCheckpointing.CPUCheckpointing
 	o := Options{Config: cfg, Batch: batch, Model: m, SeqLen: seqLen, MaxSteps: estimateSteps, Checkpoint: ckpt, CheckpointHost: hostCkpt}
+	if opts.LoRA != nil {
+		o.LoRA = &LoRAOptions{Config: *opts.LoRA}
+	}
 	used, err := measureOnMeta(o)
 	if err != nil {
 		return est, err
@@ -208,6 +214,9 @@ func measureOnMeta(o Options) (metaMeasure, error) {
 	}
 	mm.peak = breakdownOf(func(p backend.Pool, c backend.Category) int64 { return be.AtPeak(p)[c] })
 	mm.gathered = int64(r.eng.Stats().PeakLiveElements)
+	if r.base != nil {
+		mm.gathered += int64(r.base.Stats().PeakLiveElements)
+	}
 	return mm, nil
 }
 

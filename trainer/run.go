@@ -41,6 +41,11 @@ type run struct {
 	scalars backend.Buffer    // F32 (4): the loss and the stop flag, all-reduced together (masked data adds its target count)
 	memBufs [2]backend.Buffer // every rank's memory accounting, gathered for the log
 
+	// LoRA (lora.go): the frozen base's engine and the adapters' layout;
+	// eng is then the adapters' engine.
+	base     *zero.Engine
+	adapters *model.AdapterLayout
+
 	opt       optim.AdamWConfig
 	sch       optim.Scheduler
 	scaler    *optim.LossScaler // fp16 only
@@ -168,6 +173,9 @@ func (r *run) setup() error {
 	} else if err := r.initParams(src); err != nil {
 		return err
 	}
+	if ck != nil && r.base != nil {
+		return fmt.Errorf("--resume with LoRA is not supported yet: the checkpoints of a LoRA run hold the adapters only (start afresh from the saved adapter with --init-adapter %s)", o.OutputDir)
+	}
 	if err := r.openData(); err != nil {
 		return err
 	}
@@ -210,6 +218,9 @@ func (r *run) initFrom() (model.WeightSource, error) {
 // --init-from files) or the model's random initialisation, one group at a
 // time.
 func (r *run) initParams(src model.WeightSource) error {
+	if r.base != nil {
+		return r.initLoRA(src)
+	}
 	if src != nil {
 		return InitParamsFrom(r.eng, src)
 	}
@@ -258,10 +269,17 @@ func (r *run) build() error {
 	zo := engineOptions(o.Config)
 	zo.ParamDType, zo.GradAccumDType, zo.LazyComm = pdt, gdt, r.lazy
 	lay := model.NewLayout(o.Model)
-	if r.eng, err = zero.New(r.cctx, r.be, r.c, zero.LayoutOf(lay), zo); err != nil {
-		return err
+	mopts := model.Options{Checkpoint: o.Checkpoint, ActDType: pdt}
+	if o.LoRA != nil {
+		if err := r.buildLoRA(lay, zo, &mopts); err != nil {
+			return err
+		}
+	} else {
+		if r.eng, err = zero.New(r.cctx, r.be, r.c, zero.LayoutOf(lay), zo); err != nil {
+			return err
+		}
+		mopts.Store = r.eng
 	}
-	mopts := model.Options{Store: r.eng, Checkpoint: o.Checkpoint, ActDType: pdt}
 	if o.CheckpointHost {
 		mopts.CheckpointPool = backend.HostPinned
 	}
@@ -368,6 +386,9 @@ func (r *run) close() {
 	}
 	if r.eng != nil {
 		r.eng.Close()
+	}
+	if r.base != nil {
+		r.base.Close()
 	}
 	r.lock.Release()
 }

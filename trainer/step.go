@@ -427,7 +427,11 @@ func (r *run) finish() error {
 	if o.OutputDir == "" {
 		return nil
 	}
-	path, err := r.saveWeights()
+	save := r.saveWeights
+	if r.base != nil {
+		save = r.saveAdapter
+	}
+	path, err := save()
 	res.WeightsPath = path
 	return err
 }

@@ -90,6 +90,10 @@ type Options struct {
 	// Version is gotrain's version, one of the RunFields every rank and a
 	// resumed checkpoint compare.
 	Version string
+
+	// LoRA, when set, trains LoRA adapters on the frozen model (lora.go)
+	// and writes them as a PEFT adapter directory into OutputDir.
+	LoRA *LoRAOptions
 }
 
 // Observer receives each optimizer step with this rank's memory accounting

@@ -61,7 +61,8 @@ type Engine struct {
 	sqOne   backend.Buffer    // one rank's float64 sum of squares as two I32 words
 	sqAll   backend.Buffer    // every rank's, gathered
 
-	loop *commLoop
+	loop       *commLoop
+	sharedLoop bool // the loop is another engine's (NewBeside): Close leaves it running
 
 	gradFree []backend.Buffer       // reduction windows not in use
 	gradHeld map[int]backend.Buffer // windows the model is filling
@@ -100,6 +101,24 @@ type Stats struct {
 // Parameters start at zero; call InitParams. ctx bounds the collectives
 // issued by the ParamStore methods, which take no context.
 func New(ctx context.Context, be backend.Backend, c comm.Comm, lay Layout, o Options) (*Engine, error) {
+	return newEngine(ctx, be, c, lay, o, nil)
+}
+
+// NewBeside builds a second engine for another set of parameters on
+// first's backend and Comm (LoRA: the adapters beside a Frozen base). Its
+// collectives go through first's comm goroutine, so the two engines'
+// collectives keep the order the caller issues them in on every rank; two
+// engines with goroutines of their own would interleave them at random on
+// the one Comm. Close it before first.
+func NewBeside(first *Engine, lay Layout, o Options) (*Engine, error) {
+	if err := first.usable(); err != nil {
+		return nil, err
+	}
+	o.LazyComm = first.o.LazyComm
+	return newEngine(first.ctx, first.be, first.c, lay, o, first.loop)
+}
+
+func newEngine(ctx context.Context, be backend.Backend, c comm.Comm, lay Layout, o Options, loop *commLoop) (*Engine, error) {
 	o, err := o.normalize()
 	if err != nil {
 		return nil, err
@@ -136,7 +155,10 @@ func New(ctx context.Context, be backend.Backend, c comm.Comm, lay Layout, o Opt
 		e.free()
 		return nil, err
 	}
-	e.loop = newCommLoop(o.LazyComm)
+	e.loop, e.sharedLoop = loop, loop != nil
+	if loop == nil {
+		e.loop = newCommLoop(o.LazyComm)
+	}
 	return e, nil
 }
 
@@ -398,10 +420,17 @@ func (e *Engine) Close() error {
 	if e.closed {
 		return nil
 	}
-	if e.loop.busy() {
-		e.c.Abort(errors.New("zero: engine closed with collectives still queued"))
+	if e.sharedLoop {
+		// Wait for this engine's queued work, which may read its buffers.
+		done := e.submit(e.ctx, "close", func(context.Context) error { return nil })
+		e.loop.drive(done)
+		<-done.done
+	} else {
+		if e.loop.busy() {
+			e.c.Abort(errors.New("zero: engine closed with collectives still queued"))
+		}
+		e.loop.close()
 	}
-	e.loop.close()
 	e.closed = true
 	e.free()
 	return nil

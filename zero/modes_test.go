@@ -128,3 +128,51 @@ func TestInferenceEngine(t *testing.T) {
 		t.Error("an inference engine stepped")
 	}
 }
+
+// TestFrozenEngine checks a Frozen engine (LoRA's base): it holds only
+// parameters, serves backward acquisitions with the zero Buffer for the
+// gradients, cannot step, and an engine built beside it shares its comm
+// goroutine and closes without stopping it.
+func TestFrozenEngine(t *testing.T) {
+	cfg := smallGPT2()
+	lay := model.NewLayout(cfg)
+	for _, stage := range []int{0, 3} {
+		be := cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1})
+		o := zero.DefaultOptions(stage)
+		o.Frozen = true
+		eng, err := zero.New(context.Background(), be, comm.NewSolo(be), zero.LayoutOf(lay), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := be.Memory().Current[backend.Device]
+		if held[backend.Grads]+held[backend.Master]+held[backend.Optimizer] != 0 {
+			t.Errorf("stage %d: a frozen engine holds %+v", stage, held)
+		}
+		for _, g := range lay.AcquisitionOrder(true) {
+			p, grads, err := eng.Acquire(g, true)
+			if err != nil {
+				t.Fatalf("stage %d: backward acquire of group %d: %v", stage, g, err)
+			}
+			if _, n := lay.GroupRange(g); p.Len() != n || !grads.IsNil() {
+				t.Errorf("stage %d: group %d: %d parameters (want %d), gradients %v (want none)", stage, g, p.Len(), n, grads)
+			}
+			if err := eng.Release(g, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := eng.Step(context.Background(), zero.StepInput{AdamW: backend.AdamWParams{Step: 1}}); err == nil {
+			t.Errorf("stage %d: a frozen engine stepped", stage)
+		}
+		beside, err := zero.NewBeside(eng, zero.LayoutOf(lay), zero.DefaultOptions(stage))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := beside.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := eng.Acquire(0, false); err != nil {
+			t.Errorf("stage %d: the first engine after closing the one beside it: %v", stage, err)
+		}
+		eng.Close()
+	}
+}

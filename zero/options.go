@@ -83,6 +83,13 @@ type Options struct {
 	// buffers are allocated, and acquiring a group for a backward pass or
 	// stepping is an error.
 	Inference bool
+	// Frozen makes an engine for parameters that are used but never
+	// trained (LoRA's base model): it holds what Inference holds (the
+	// parameters, partitioned and gathered per group at stage 3) and nothing
+	// else, but it also serves backward passes: Acquire(g, true) returns the
+	// parameters, gathered in the backward order, with the zero Buffer for
+	// the gradients. Frozen implies Inference.
+	Frozen bool
 	// LazyComm runs each collective only when the engine waits for it, on
 	// the caller's goroutine, instead of on the comm goroutine as soon as it
 	// is queued. The calls and allocations are the same; a reduction then
@@ -135,6 +142,9 @@ func (o Options) normalize() (Options, error) {
 	}
 	if o.GradAccumDType == 0 {
 		o.GradAccumDType = backend.F32
+	}
+	if o.Frozen {
+		o.Inference = true
 	}
 	switch {
 	case o.Stage < 0 || o.Stage > 3:

@@ -26,7 +26,8 @@ func (w *paramWindow) retained() bool { return w.refs == 0 && !w.ahead }
 // Acquire implements the model's ParamStore: group g's parameters (n_g
 // elements, indexed from the group's first element) for the forward or
 // backward pass and, for backward, the buffer its gradients accumulate into
-// (see acquireGrads); forward gets the zero Buffer for them. Whole
+// (see acquireGrads); forward, and a Frozen engine, give the zero Buffer
+// for them. Whole
 // parameters are a slice of the resident ones. Partitioned ones are a
 // persistent group's resident copy, or else the group's gathered window:
 // one already live (acquired, prefetched or retained) or a new all-gather;
@@ -36,13 +37,13 @@ func (e *Engine) Acquire(g int, backward bool) (params, grads backend.Buffer, er
 	if err := e.usable(); err != nil {
 		return backend.Buffer{}, backend.Buffer{}, err
 	}
-	if backward && e.o.Inference {
+	if backward && e.o.Inference && !e.o.Frozen {
 		return backend.Buffer{}, backend.Buffer{}, e.fail(errors.New("zero: an inference engine has no gradients; build the engine without Options.Inference to train"))
 	}
 	if params, err = e.acquireParams(g, backward); err != nil {
 		return backend.Buffer{}, backend.Buffer{}, err
 	}
-	if backward {
+	if backward && !e.o.Inference {
 		if grads, err = e.acquireGrads(g); err != nil {
 			return backend.Buffer{}, backend.Buffer{}, err
 		}
@@ -61,7 +62,7 @@ func (e *Engine) Release(g int, backward bool) error {
 	if err := e.releaseParams(g); err != nil {
 		return err
 	}
-	if backward {
+	if backward && !e.o.Inference {
 		return e.gradsReady(g)
 	}
 	return nil

@@ -27,7 +27,7 @@ func estimateCommand() *cli.Command {
 			"the peak during a step (stage-3 gathered parameters, gradient reduction windows), the host total\n" +
 			"per node, and DeepSpeed's own model-states estimate for comparison. Nothing is allocated.\n" +
 			"`gotrain train` prints the measured numbers next to these at start-up.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"deepspeed_config", "deepspeed"}, Usage: "DeepSpeed JSON config `FILE` (default: the embedded " + configs.Default + ")"},
 			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + "), a Hugging Face snapshot `DIR` or its config.json"},
 			&cli.IntFlag{Name: "nproc", Value: 1, Usage: "total data-parallel ranks `N` of the run (all nodes together)"},
@@ -39,7 +39,7 @@ func estimateCommand() *cli.Command {
 			&cli.IntFlag{Name: "micro-batch-size", Aliases: []string{"per_device_train_batch_size"}, Usage: "fills train_micro_batch_size_per_gpu: \"auto\", as for train"},
 			&cli.IntFlag{Name: "gradient-accumulation-steps", Aliases: []string{"gradient_accumulation_steps"}, Usage: "fills gradient_accumulation_steps: \"auto\", as for train"},
 			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},
-		},
+		}, loraFlags(false)...),
 		Action: runEstimate,
 	}
 }
@@ -72,8 +72,12 @@ func runEstimate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	lora, err := loraConfig(c)
+	if err != nil {
+		return err
+	}
 	est, err := trainer.Estimate(cfg, mcfg, nproc, c.Int("seq-len"), trainer.EstimateOptions{
-		Nodes: nodes, Checkpoint: c.Bool("gradient-checkpointing")})
+		Nodes: nodes, Checkpoint: c.Bool("gradient-checkpointing"), LoRA: lora})
 	if err != nil {
 		return err
 	}

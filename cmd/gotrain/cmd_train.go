@@ -40,7 +40,7 @@ func trainCommand() *cli.Command {
 			"(Hugging Face semantics). Writes <output-dir>/metrics.jsonl, one JSON line per step, and at the end\n" +
 			"<output-dir> as a Hugging Face snapshot: config.json and model.safetensors (shards above 5 GB),\n" +
 			"with the tokenizer files of the snapshot it started from.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"deepspeed_config", "deepspeed"}, Usage: "DeepSpeed JSON config `FILE` (default: the embedded " + configs.Default + ")"},
 			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + "), a Hugging Face snapshot `DIR` or its config.json (default: --init-from's model, else gpt2-tiny)"},
 			&cli.StringSliceFlag{Name: "data", Usage: "training token shards: `PATH`s or globs (gotrain data prepare writes them); required unless --stages; synthetic[:V] for random token ids (a smoke test of the whole path without data)"},
@@ -76,7 +76,7 @@ func trainCommand() *cli.Command {
 			&cli.Float64Flag{Name: "weight-decay", Aliases: []string{"weight_decay"}, Usage: "fills optimizer weight_decay: \"auto\""},
 			&cli.Float64Flag{Name: "max-grad-norm", Aliases: []string{"max_grad_norm"}, Usage: "fills gradient_clipping: \"auto\""},
 			&cli.IntFlag{Name: "warmup-steps", Aliases: []string{"warmup_steps"}, Usage: "fills scheduler warmup_num_steps: \"auto\""},
-		},
+		}, loraFlags(true)...),
 		Action: runTrain,
 	}
 }
@@ -126,7 +126,11 @@ func runTrain(c *cli.Context) error {
 		return err
 	}
 	defer dev.close()
-	if err := memoryPreflight(c, rk, dev, cfg, mcfg); err != nil {
+	maxT := seqLen
+	for _, s := range stages {
+		maxT = max(maxT, s.SeqLen)
+	}
+	if err := memoryPreflight(c, rk, dev, cfg, mcfg, maxT); err != nil {
 		return err
 	}
 	prom, err := startMetrics(c, rk)
@@ -145,6 +149,9 @@ func runTrain(c *cli.Context) error {
 			return err
 		}
 		topts.Data = nil
+	}
+	if topts.LoRA, err = loraOptions(c); err != nil {
+		return err
 	}
 	if rk.WorldSize > 1 {
 		// Every rank must be running the same job: the rendezvous compares
@@ -356,7 +363,11 @@ func trainOptions(c *cli.Context, cfg *config.Config, batch config.Batch, mcfg m
 // gotrain estimate predicts for the same run: the same code, so the same
 // numbers.
 func memoryTable(out io.Writer, local backend.MemoryStats, o trainer.Options, world int) error {
-	est, err := trainer.Estimate(o.Config, o.Model, world, o.SeqLen, trainer.EstimateOptions{Checkpoint: o.Checkpoint})
+	eo := trainer.EstimateOptions{Checkpoint: o.Checkpoint}
+	if o.LoRA != nil {
+		eo.LoRA = &o.LoRA.Config
+	}
+	est, err := trainer.Estimate(o.Config, o.Model, world, o.SeqLen, eo)
 	if err == nil {
 		err = formatMeasured(out, local, est)
 	}

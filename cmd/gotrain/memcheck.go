@@ -87,10 +87,16 @@ func meminfoField(r io.Reader, name string) (int64, bool) {
 
 // memoryPreflight is train's check before step 1 on this rank: nil when
 // the run fits or the check is skipped or nothing is known about free
-// memory, else an error with the shortfall and the remedies.
-func memoryPreflight(c *cli.Context, rk launch.Rank, dev *trainDevice, cfg *config.Config, m model.Config) error {
+// memory, else an error with the shortfall and the remedies. seqLen is the
+// longest sequence the run trains on (a curriculum's longest stage); a
+// LoRA run is estimated as one.
+func memoryPreflight(c *cli.Context, rk launch.Rank, dev *trainDevice, cfg *config.Config, m model.Config, seqLen int) error {
 	if c.Bool("skip-memory-check") {
 		return nil
+	}
+	lora, err := loraConfig(c)
+	if err != nil {
+		return err
 	}
 	var mi io.Reader
 	if f, err := os.Open("/proc/meminfo"); err == nil {
@@ -114,7 +120,7 @@ func memoryPreflight(c *cli.Context, rk launch.Rank, dev *trainDevice, cfg *conf
 	if free.Device == 0 && free.Host == 0 {
 		return nil
 	}
-	mc, err := trainer.CheckMemory(cfg, m, rk.WorldSize, c.Int("seq-len"), trainer.EstimateOptions{Checkpoint: c.Bool("gradient-checkpointing")}, free)
+	mc, err := trainer.CheckMemory(cfg, m, rk.WorldSize, seqLen, trainer.EstimateOptions{Checkpoint: c.Bool("gradient-checkpointing"), LoRA: lora}, free)
 	if err != nil {
 		// The trainer meets the same problem (a schedule shorter than its
 		// warmup, say) and reports it in its own words; the check is not

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gotrain/gotrain/model"
+	"github.com/gotrain/gotrain/trainer"
+)
+
+// loraFlags are train's LoRA flags (and estimate's, but --init-adapter).
+func loraFlags(train bool) []cli.Flag {
+	fs := []cli.Flag{
+		&cli.StringFlag{Name: "lora-config", Usage: "train LoRA adapters on the frozen model, as PEFT's adapter_config.json `FILE` says (r, lora_alpha, target_modules, use_rslora)"},
+		&cli.IntFlag{Name: "lora-r", Usage: "train LoRA adapters of rank `R` on the frozen model (without --lora-config)"},
+		&cli.Float64Flag{Name: "lora-alpha", Usage: "LoRA's lora_alpha (default: 2·r); the adapters' scale is alpha/r"},
+		&cli.StringFlag{Name: "lora-target", Value: "all-linear", Usage: "LoRA target_modules: comma-separated module `NAMES` (q_proj,v_proj; GPT-2: c_attn,c_proj,c_fc) or all-linear"},
+	}
+	if train {
+		fs = append(fs, &cli.StringFlag{Name: "init-adapter", Usage: "start the LoRA adapters from a PEFT adapter `DIR` (adapter_config.json, adapter_model.safetensors); it also sets the LoRA configuration"})
+	}
+	return fs
+}
+
+// loraConfig is the LoRA configuration the flags ask for, or nil.
+func loraConfig(c *cli.Context) (*model.LoRA, error) {
+	file, dir := c.String("lora-config"), ""
+	if c.Command.Name == "train" {
+		dir = c.String("init-adapter")
+	}
+	r := c.Int("lora-r")
+	switch {
+	case file != "" && r != 0:
+		return nil, fmt.Errorf("--lora-config and --lora-r both set the LoRA rank: give one")
+	case file != "":
+		l, err := model.ParseAdapterConfigFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--lora-config: %w", err)
+		}
+		return &l, nil
+	case r != 0:
+		alpha := c.Float64("lora-alpha")
+		if alpha == 0 {
+			alpha = 2 * float64(r)
+		}
+		return &model.LoRA{R: r, Alpha: alpha, Target: strings.Split(c.String("lora-target"), ",")}, nil
+	case dir != "":
+		l, err := model.LoadAdapterConfig(dir)
+		if err != nil {
+			return nil, fmt.Errorf("--init-adapter: %w", err)
+		}
+		return &l, nil
+	}
+	return nil, nil
+}
+
+// loraOptions are train's LoRA options from the flags, or nil.
+func loraOptions(c *cli.Context) (*trainer.LoRAOptions, error) {
+	l, err := loraConfig(c)
+	if l == nil || err != nil {
+		return nil, err
+	}
+	return &trainer.LoRAOptions{Config: *l, InitAdapter: c.String("init-adapter"), BaseName: c.String("init-from")}, nil
+}
