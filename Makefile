@@ -60,7 +60,7 @@ bench: build ## benchmarks: GFLOP/s per op, GEMM roofline, tokens/s and MFU (GPT
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./blas/ ./backend/cpu/ ./data/ ./kernels/emu/
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./data/hftok/ # tokenizer load and encode MB/s; ./data/ above gives data prepare MB/s for GPT-2, Qwen3, Llama 3 (those two need scripts/fetch-tokenizers.sh)
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./model/ # forward+backward tokens/s and act-MiB: GPT-2 at T=1024 and 2048 (no T² buffer)
-	$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m ./trainer/ # end-to-end tokens/s and MFU: gpt2-tiny, gpt2, a Qwen3-shaped tiny model
+	$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m ./trainer/ # end-to-end tokens/s and MFU: gpt2-tiny, gpt2, a Qwen3-shaped tiny model, and LoRA (r 16, all-linear) on the same Qwen3 shape
 	$(GO) test -run='^$$' -bench=Step -benchtime=5x ./zero/
 	$(GO) test -run='^$$' -bench=. -benchtime=5x ./comm/tcp/
 	@py=$$(for p in python3 /usr/bin/python3; do $$p -c 'import torch' 2>/dev/null && echo $$p && break; done); \

@@ -24,6 +24,9 @@ func ExportHF(dir, tag, outDir string, o ExportOptions) ([]string, error) {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	defer r.Close()
+	if r.meta.LoRA != nil {
+		return nil, fmt.Errorf("export: checkpoint %s holds LoRA adapters, not a full model: export the adapter (ExportAdapter), or merge it into its base snapshot (ExportMerged)", r.tag)
+	}
 	cfg := r.meta.Model.Config()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("export checkpoint %s: %w", r.tag, err)

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/gotrain/gotrain/model"
 )
 
 // Finish completes the tag on every rank. Each rank fsyncs and closes its
@@ -90,7 +88,7 @@ func (w *TagWriter) commit(meta Metadata) error {
 }
 
 // fileSpans lists the tensors' absolute byte ranges in kind's file for lay.
-func fileSpans(lay *model.Layout, kind Kind) []span {
+func fileSpans(lay Layout, kind Kind) []span {
 	data := int64(len(fileHeader(lay, kind)))
 	out := make([]span, 0, len(lay.Tensors()))
 	for _, t := range lay.Tensors() {

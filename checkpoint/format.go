@@ -30,6 +30,16 @@ func (k Kind) valid() bool { return k == Params || k == ExpAvg || k == ExpAvgSq 
 // FileName is the kind's file inside a tag directory.
 func (k Kind) FileName() string { return string(k) + ".safetensors" }
 
+// Layout is what a tag's files are laid out by: every tensor with its name,
+// shape and flat offset, tiling [0, NumParams()). A full run's tag follows
+// the model's *model.Layout; a LoRA run's follows its adapters'
+// *model.AdapterLayout (the frozen base is not training state: it is read
+// again from the snapshot the run started from).
+type Layout interface {
+	Tensors() []model.Tensor
+	NumParams() int
+}
+
 // File and directory names inside a checkpoints directory.
 const (
 	LatestFile = "latest"
@@ -78,7 +88,7 @@ func checkTag(tag string) error {
 // It depends only on lay and kind, so every rank computes the same bytes
 // and the same data offset. Tensor data starts at len(header), and flat
 // element i sits at len(header) + 4·i.
-func fileHeader(lay *model.Layout, kind Kind) []byte {
+func fileHeader(lay Layout, kind Kind) []byte {
 	var js bytes.Buffer
 	meta, _ := json.Marshal(map[string]string{"format": "pt", "layout": LayoutName, "kind": string(kind)})
 	js.WriteString(`{"__metadata__":`)

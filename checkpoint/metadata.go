@@ -47,6 +47,11 @@ type Metadata struct {
 	// on resume so a changed learning rate or batch size is never silent.
 	Fields []Field `json:"run_fields,omitempty"`
 
+	// LoRA is set in a LoRA run's tag: its files hold the adapters' state
+	// (model.AdapterLayout), not the model's, and the frozen base is not in
+	// the tag.
+	LoRA *LoRAConfig `json:"lora,omitempty"`
+
 	Layout    string               `json:"layout"`
 	NumParams int                  `json:"num_params"`
 	Kinds     []Kind               `json:"kinds"`

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"path/filepath"
-
-	"github.com/gotrain/gotrain/model"
 )
 
 // Verify streams every file of the tag and compares the header and each
@@ -64,7 +62,7 @@ func (r *Reader) verifyKind(k Kind) error {
 
 // CheckModel compares every file's tensors, in order, with lay and names the
 // first that differs: a resume may not silently change the model.
-func (r *Reader) CheckModel(lay *model.Layout) error {
+func (r *Reader) CheckModel(lay Layout) error {
 	want := lay.Tensors()
 	for _, k := range r.meta.Kinds {
 		kf := r.files[k]

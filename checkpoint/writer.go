@@ -7,8 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-
-	"github.com/gotrain/gotrain/model"
 )
 
 // WriterOptions say where a rank stands in the job.
@@ -29,7 +27,7 @@ type WriterOptions struct {
 // write is one positioned write); NewTagWriter and Finish are collective.
 type TagWriter struct {
 	dir, tag string
-	lay      *model.Layout
+	lay      Layout
 	kinds    []Kind
 	opts     WriterOptions
 	dataOff  map[Kind]int64 // byte offset of flat element 0
@@ -42,7 +40,7 @@ type TagWriter struct {
 // after the barrier every rank opens the files for writing. A rank-0
 // failure still reaches the barrier, so the other ranks fail to open the
 // files instead of waiting forever.
-func NewTagWriter(dir, tag string, lay *model.Layout, kinds []Kind, opts WriterOptions) (*TagWriter, error) {
+func NewTagWriter(dir, tag string, lay Layout, kinds []Kind, opts WriterOptions) (*TagWriter, error) {
 	if err := checkTag(tag); err != nil {
 		return nil, err
 	}

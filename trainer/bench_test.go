@@ -2,6 +2,7 @@ package trainer_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
@@ -27,6 +28,14 @@ func BenchmarkTrainGPT2B4T64(b *testing.B)      { benchTrain(b, "gpt2", 4, 64, 2
 // to, so the two differ only in the block.
 func BenchmarkTrainQwen3TinyB8T256(b *testing.B) { benchTrain(b, qwen3Tiny, 8, 256, 3) }
 
+// LoRA fine-tuning of the same Qwen3-shaped model, next to the full run
+// above: adapters of rank 16 on every linear layer (PEFT's all-linear) on
+// the frozen base. Its tokens/s and MFU count the model's full training
+// FLOPs (FlopsPerToken), as the full run's do, so the two compare directly.
+func BenchmarkTrainQwen3TinyLoRAB8T256(b *testing.B) {
+	benchTrainWith(b, qwen3Tiny, 8, 256, 3, &trainer.LoRAOptions{Config: model.LoRA{R: 16, Alpha: 32, Target: []string{"all-linear"}}})
+}
+
 const qwen3Tiny = `{"model_type": "qwen3", "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
 	"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 50304, "tie_word_embeddings": true,
 	"max_position_embeddings": 4096, "rope_theta": 1000000, "rms_norm_eps": 1e-6}`
@@ -34,6 +43,12 @@ const qwen3Tiny = `{"model_type": "qwen3", "hidden_size": 256, "intermediate_siz
 // benchTrain trains the preset, or the config.json text model, for
 // steps+1 steps.
 func benchTrain(b *testing.B, name string, B, T, steps int) {
+	benchTrainWith(b, name, B, T, steps, nil)
+}
+
+// benchTrainWith is benchTrain, with LoRA adapters on the frozen model
+// when lora is set.
+func benchTrainWith(b *testing.B, name string, B, T, steps int, lora *trainer.LoRAOptions) {
 	preset := name
 	mcfg, err := model.ByName(name)
 	if err != nil {
@@ -41,6 +56,9 @@ func benchTrain(b *testing.B, name string, B, T, steps int) {
 			b.Fatal(err)
 		}
 		preset = mcfg.Summary()
+	}
+	if lora != nil {
+		preset += fmt.Sprintf(" LoRA r%d %v", lora.Config.R, lora.Config.Target)
 	}
 	threads := runtime.GOMAXPROCS(0)
 	impl, info := blas.Default(threads)
@@ -71,7 +89,7 @@ func benchTrain(b *testing.B, name string, B, T, steps int) {
 		be := cpu.New(cpu.Options{Gemm: impl, Threads: threads})
 		res, err := trainer.Run(context.Background(), be, trainer.Options{
 			Config: cfg, Batch: batch, Model: mcfg, Seed: 1, Data: []string{shard},
-			SeqLen: T, MaxSteps: steps + 1, PeakFLOPS: peak,
+			SeqLen: T, MaxSteps: steps + 1, PeakFLOPS: peak, LoRA: lora,
 		})
 		if err != nil {
 			b.Fatal(err)

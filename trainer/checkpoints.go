@@ -44,14 +44,17 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	if r.o.OutputDir == "" {
 		return nil
 	}
-	if r.base != nil {
-		// LoRA: the checkpoint is the adapter directory (no optimizer state
-		// yet, so no resume).
-		_, err := r.saveAdapter()
-		r.lastSaved = step
-		return err
-	}
 	t0 := time.Now()
+	// A LoRA run's tag holds the adapters' state only (the frozen base is
+	// read again from --init-from on resume), and the PEFT adapter
+	// directory in the output directory is refreshed beside it.
+	var lay checkpoint.Layout = r.m.Layout()
+	if r.base != nil {
+		if _, err := r.saveAdapter(); err != nil {
+			return err
+		}
+		lay = r.adapters
+	}
 	dir := checkpoint.Dir(r.o.OutputDir)
 	if r.rank == 0 {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -61,7 +64,7 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	if err := r.barrier(ctx)(); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	w, err := checkpoint.NewTagWriter(dir, checkpoint.TagName(int64(step)), r.m.Layout(), checkpoint.AllKinds(),
+	w, err := checkpoint.NewTagWriter(dir, checkpoint.TagName(int64(step)), lay, checkpoint.AllKinds(),
 		checkpoint.WriterOptions{Rank: r.rank, World: r.world, Barrier: r.barrier(ctx), SaveTotalLimit: r.o.SaveTotalLimit})
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
@@ -89,6 +92,9 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 		WorldSize: r.world, Stage: r.o.Config.ZeRO.Stage, Precision: r.pdt.String(),
 		Model: checkpoint.ModelConfigOf(r.o.Model), Seed: r.o.Seed, DataPosition: raw,
 		RunID: r.runID, Fields: r.fields,
+	}
+	if r.base != nil {
+		meta.LoRA = checkpoint.LoRAConfigOf(r.o.LoRA.Config, r.o.LoRA.BaseName)
 	}
 	// The scheduler and loss-scaler states also sit under DeepSpeed's own
 	// key names, for people reading meta.json; the resume reads them from
@@ -220,7 +226,14 @@ func (r *run) restore(ck *checkpoint.Reader) (startStep int, tokens int64, err e
 	for _, w := range ck.Warnings() {
 		fmt.Fprintln(r.o.Log, "warning: "+w)
 	}
-	if err := ck.CheckModel(r.m.Layout()); err != nil {
+	if err := r.checkLoRA(ck); err != nil {
+		return 0, 0, err
+	}
+	var lay checkpoint.Layout = r.m.Layout()
+	if r.base != nil {
+		lay = r.adapters
+	}
+	if err := ck.CheckModel(lay); err != nil {
 		return 0, 0, fmt.Errorf("--resume: %w (the checkpoint was written for another model; pass the same --model)", err)
 	}
 	meta := ck.Meta()

@@ -3,7 +3,9 @@ package trainer
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
+	"github.com/gotrain/gotrain/checkpoint"
 	"github.com/gotrain/gotrain/model"
 	"github.com/gotrain/gotrain/zero"
 )
@@ -13,7 +15,10 @@ import (
 // r.eng is the adapters' engine, built beside it, so the loop's ZeroGrad,
 // Step and collectives train the adapters only. The adapters are written
 // as a PEFT directory (adapter_model.safetensors, adapter_config.json) into
-// the output directory at every checkpoint and at the end.
+// the output directory at every checkpoint and at the end; the checkpoint
+// tag beside it holds the adapters' ZeRO state (fp32 master, moments) in
+// their own layout, so a resume, on any world size and stage, continues
+// them exactly while the base is read again from --init-from.
 
 // LoRAOptions are a LoRA run's settings (Options.LoRA).
 type LoRAOptions struct {
@@ -51,15 +56,8 @@ func (r *run) buildLoRA(lay *model.Layout, zo zero.Options, mopts *model.Options
 // initLoRA gives the base its weights (src, or the model's random init)
 // and the adapters theirs (--init-adapter, or PEFT's init).
 func (r *run) initLoRA(src model.WeightSource) error {
-	if src != nil {
-		if err := InitParamsFrom(r.base, src); err != nil {
-			return err
-		}
-	} else {
-		lay := r.m.Layout()
-		if err := r.base.InitParams(func(g int) ([]float32, error) { return model.InitGroup(lay, r.o.Seed, g), nil }); err != nil {
-			return err
-		}
+	if err := r.initBase(src); err != nil {
+		return err
 	}
 	var vals []float32
 	if dir := r.o.LoRA.InitAdapter; dir != "" {
@@ -90,4 +88,44 @@ func (r *run) saveAdapter() (string, error) {
 		return "", err
 	}
 	return filepath.Join(r.o.OutputDir, model.AdapterWeightsFile), nil
+}
+
+// initBase gives the frozen base its weights: src (the --init-from files)
+// or the model's random initialisation. A resumed LoRA run calls it too,
+// since its checkpoints hold the adapters only.
+func (r *run) initBase(src model.WeightSource) error {
+	if src != nil {
+		return InitParamsFrom(r.base, src)
+	}
+	lay := r.m.Layout()
+	return r.base.InitParams(func(g int) ([]float32, error) { return model.InitGroup(lay, r.o.Seed, g), nil })
+}
+
+// checkLoRA refuses a resume that mixes a LoRA run and a full run, or
+// changes the adapters' shape (r, target_modules); a changed lora_alpha or
+// use_rslora changes the maths, so it needs AllowConfigChange.
+func (r *run) checkLoRA(ck *checkpoint.Reader) error {
+	saved := ck.Meta().LoRA
+	switch {
+	case saved == nil && r.base == nil:
+		return nil
+	case saved == nil:
+		return fmt.Errorf("--resume %s: the checkpoint holds a full run's state, and this is a LoRA run; export it (gotrain checkpoint export) and start LoRA from it with --init-from, or resume without the LoRA flags", ck.Tag())
+	case r.base == nil:
+		return fmt.Errorf("--resume %s: the checkpoint holds LoRA adapters (r %d, lora_alpha %g, target_modules %v); resume with the same LoRA flags, or train the merged model (gotrain checkpoint export --merge --base DIR) with --init-from",
+			ck.Tag(), saved.R, saved.Alpha, saved.Target)
+	}
+	now := r.o.LoRA.Config
+	if saved.R != now.R || !slices.Equal(saved.Target, now.Target) {
+		return fmt.Errorf("--resume %s: the checkpoint's adapters have r %d and target_modules %v, this run's r %d and %v; pass the checkpoint's LoRA settings",
+			ck.Tag(), saved.R, saved.Target, now.R, now.Target)
+	}
+	if (saved.Alpha != now.Alpha || saved.RSLoRA != now.RSLoRA) && !r.o.AllowConfigChange {
+		return fmt.Errorf("--resume %s: the checkpoint's adapters scale by lora_alpha %g (use_rslora %t), this run's by %g (%t), which changes what training computes; restore them, or pass --allow-config-change",
+			ck.Tag(), saved.Alpha, saved.RSLoRA, now.Alpha, now.RSLoRA)
+	}
+	if r.o.LoRA.InitAdapter != "" {
+		fmt.Fprintf(r.o.Log, "note: --init-adapter %s is not read: the adapters and their optimizer state come from %s\n", r.o.LoRA.InitAdapter, ck.Tag())
+	}
+	return nil
 }

@@ -174,7 +174,11 @@ func (r *run) setup() error {
 		return err
 	}
 	if ck != nil && r.base != nil {
-		return fmt.Errorf("--resume with LoRA is not supported yet: the checkpoints of a LoRA run hold the adapters only (start afresh from the saved adapter with --init-adapter %s)", o.OutputDir)
+		// The tag holds the adapters' state only; the frozen base starts
+		// where the first run's did.
+		if err := r.initBase(src); err != nil {
+			return err
+		}
 	}
 	if err := r.openData(); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/checkpoint"
+	"github.com/gotrain/gotrain/model"
 )
 
 func checkpointCommand() *cli.Command {
@@ -26,20 +27,27 @@ func checkpointCommand() *cli.Command {
 			},
 			{
 				Name:      "export",
-				Usage:     "write a checkpoint's weights as a Hugging Face snapshot: config.json and model.safetensors (or shards with an index)",
-				UsageText: "gotrain checkpoint export --out DIR [--tag global_stepN] [--dtype fp32|bf16] [--max-shard-size 5GB] [--snapshot DIR] OUTPUT_DIR (or OUTPUT_DIR/checkpoints)",
+				Usage:     "write a checkpoint's weights as a Hugging Face snapshot: config.json and model.safetensors (or shards with an index); a LoRA run's as a PEFT adapter, or with --merge merged into its base",
+				UsageText: "gotrain checkpoint export --out DIR [--tag global_stepN] [--dtype fp32|bf16] [--max-shard-size 5GB] [--snapshot DIR] [--merge [--base DIR]] OUTPUT_DIR (or OUTPUT_DIR/checkpoints)",
 				Description: "Writes the tag's fp32 master weights under the names transformers loads, with config.json\n" +
 					"(the original model_type and architectures; torch_dtype the written dtype). A model larger than\n" +
 					"--max-shard-size is split into model-0000i-of-0000K.safetensors files with\n" +
 					"model.safetensors.index.json, as transformers' save_pretrained splits. tokenizer.json,\n" +
 					"tokenizer_config.json and generation_config.json are copied from --snapshot, by default the\n" +
-					"run's output directory (train copies them there from the snapshot it started from).",
+					"run's output directory (train copies them there from the snapshot it started from).\n\n" +
+					"A LoRA run's checkpoint holds the adapters only: export writes them as a PEFT adapter directory\n" +
+					"(adapter_model.safetensors, adapter_config.json). With --merge it adds s·B·A to the base snapshot's\n" +
+					"weights, as PEFT's merge_and_unload does, and writes the merged model as above; --base names the\n" +
+					"snapshot the run started from (default: the base_model_name_or_path the checkpoint records), and\n" +
+					"the tokenizer and generation files come from it unless --snapshot says otherwise.",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "tag", Usage: "checkpoint `TAG` (default: the one latest names)"},
 					&cli.StringFlag{Name: "out", Usage: "output `DIR`", Required: true},
 					&cli.StringFlag{Name: "dtype", Value: "fp32", Usage: "stored dtype: fp32 or bf16"},
 					&cli.StringFlag{Name: "max-shard-size", Value: "5GB", Usage: "largest weight file, as transformers takes it: `SIZE` in bytes or with a unit (500MB, 5GB, 2GiB)"},
-					&cli.StringFlag{Name: "snapshot", Usage: "copy the tokenizer and generation files from this `DIR` (default: the checkpoints directory's parent)"},
+					&cli.StringFlag{Name: "snapshot", Usage: "copy the tokenizer and generation files from this `DIR` (default: the checkpoints directory's parent; with --merge, the base)"},
+					&cli.BoolFlag{Name: "merge", Usage: "a LoRA run's checkpoint: write the base model with the adapters merged in, not the adapter"},
+					&cli.StringFlag{Name: "base", Usage: "with --merge: the base snapshot `DIR` the adapters were trained on (default: the one the checkpoint records)"},
 				},
 				Action: runExport,
 			},
@@ -114,6 +122,17 @@ func runInspect(c *cli.Context) error {
 	return nil
 }
 
+// checkpointLoRA is the LoRA configuration tag records (nil: a full
+// run's tag).
+func checkpointLoRA(dir, tag string) (*checkpoint.LoRAConfig, error) {
+	r, err := checkpoint.Open(dir, tag)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	defer r.Close()
+	return r.Meta().LoRA, nil
+}
+
 // runExport is checkpoint export.
 func runExport(c *cli.Context) error {
 	dir := c.Args().First()
@@ -129,13 +148,49 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--max-shard-size: %w", err)
 	}
-	snap := c.String("snapshot")
-	if snap == "" {
-		snap = filepath.Dir(filepath.Clean(dir))
-	} else if st, err := os.Stat(snap); err != nil || !st.IsDir() {
-		return fmt.Errorf("--snapshot %s: not a directory; name the snapshot whose tokenizer.json to copy", snap)
+	lora, err := checkpointLoRA(dir, c.String("tag"))
+	if err != nil {
+		return err
 	}
-	files, err := checkpoint.ExportHF(dir, c.String("tag"), c.String("out"), checkpoint.ExportOptions{DType: dt, MaxShardSize: size, CopyFrom: snap})
+	merge := c.Bool("merge")
+	switch {
+	case merge && lora == nil:
+		return fmt.Errorf("--merge: the checkpoint holds a full model, not LoRA adapters; export it without --merge")
+	case !merge && c.String("base") != "":
+		return fmt.Errorf("--base is only read with --merge: add --merge to merge the adapters into it")
+	case lora != nil && !merge:
+		path, err := checkpoint.ExportAdapter(dir, c.String("tag"), c.String("out"), dt)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.App.Writer, "wrote %s: %s and %s (a LoRA adapter; --merge --base DIR writes the merged model)\n",
+			c.String("out"), filepath.Base(path), model.AdapterConfigFile)
+		return err
+	}
+	base := c.String("base")
+	if merge && base == "" {
+		if base = lora.Base; base == "" {
+			return fmt.Errorf("--merge: the checkpoint records no base snapshot (the run started from random weights); name it with --base DIR")
+		}
+	}
+	snap := c.String("snapshot")
+	switch {
+	case snap == "" && merge:
+		snap = base
+	case snap == "":
+		snap = filepath.Dir(filepath.Clean(dir))
+	default:
+		if st, err := os.Stat(snap); err != nil || !st.IsDir() {
+			return fmt.Errorf("--snapshot %s: not a directory; name the snapshot whose tokenizer.json to copy", snap)
+		}
+	}
+	eo := checkpoint.ExportOptions{DType: dt, MaxShardSize: size, CopyFrom: snap}
+	var files []string
+	if merge {
+		files, err = checkpoint.ExportMerged(dir, c.String("tag"), base, c.String("out"), eo)
+	} else {
+		files, err = checkpoint.ExportHF(dir, c.String("tag"), c.String("out"), eo)
+	}
 	if err != nil {
 		return err
 	}

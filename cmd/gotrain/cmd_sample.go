@@ -31,7 +31,8 @@ func sampleCommand() *cli.Command {
 			"file, and continues the prompt token by token on the CPU (no KV cache: each token reruns the\n" +
 			"context). The tokenizer is the tokenizer.json in the weights' directory when present (a\n" +
 			"snapshot's own, with tokenizer_config.json), else --tokenizer. With --ids the prompt and the\n" +
-			"output are token ids, and no tokenizer is needed.",
+			"output are token ids, and no tokenizer is needed. --adapter applies a PEFT LoRA adapter trained on\n" +
+			"--from's model: the adapters run beside the frozen weights, as in training, unmerged.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "from", Usage: "weights: a snapshot `DIR`, model.safetensors or an llm.c .bin file", Required: true},
 			&cli.StringFlag{Name: "prompt", Usage: "text to continue (with --ids: token ids separated by spaces or commas); empty: start from the beginning-of-text token"},
@@ -42,6 +43,7 @@ func sampleCommand() *cli.Command {
 			&cli.StringFlag{Name: "tokenizer", Value: "gpt2", Usage: "gpt2, byte or a tokenizer.json, when no tokenizer.json sits beside the weights"},
 			&cli.BoolFlag{Name: "ids", Usage: "read --prompt as token ids and print the generated ids instead of text"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+			&cli.StringFlag{Name: "adapter", Usage: "apply the LoRA adapter in this PEFT `DIR` (adapter_config.json, adapter_model.safetensors) to --from's model"},
 		},
 		Action: runSample,
 	}
@@ -88,7 +90,16 @@ func runSample(c *cli.Context) error {
 	if err := trainer.InitParamsFrom(eng, src); err != nil {
 		return err
 	}
-	m, err := model.New(be, cfg, model.Options{Store: eng})
+	mopts := model.Options{Store: eng}
+	if dir := c.String("adapter"); dir != "" {
+		ad, err := loadSampleAdapter(eng, cfg, eo, dir)
+		if err != nil {
+			return err
+		}
+		defer ad.Close()
+		mopts.LoRA = ad.opts
+	}
+	m, err := model.New(be, cfg, mopts)
 	if err != nil {
 		return err
 	}
@@ -136,6 +147,45 @@ func runSample(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintln(out, tok.Decode(gen))
 	return err
+}
+
+// sampleAdapter is a LoRA adapter's engine and the model options that
+// attach it.
+type sampleAdapter struct {
+	eng  *zero.Engine
+	opts *model.LoRAOptions
+}
+
+func (a sampleAdapter) Close() { a.eng.Close() }
+
+// loadSampleAdapter reads the PEFT adapter in dir for cfg's model into an
+// inference engine beside base's (its parameters only, as base's).
+func loadSampleAdapter(base *zero.Engine, cfg model.Config, eo zero.Options, dir string) (sampleAdapter, error) {
+	l, err := model.LoadAdapterConfig(dir)
+	if err != nil {
+		return sampleAdapter{}, fmt.Errorf("--adapter: %w", err)
+	}
+	alay, err := model.NewAdapterLayout(cfg, l)
+	if err != nil {
+		return sampleAdapter{}, fmt.Errorf("--adapter %s: %w", dir, err)
+	}
+	vals, err := model.LoadAdapter(dir, alay)
+	if err != nil {
+		return sampleAdapter{}, fmt.Errorf("--adapter: %w (was it trained on --from's model?)", err)
+	}
+	eng, err := zero.NewBeside(base, zero.LayoutOf(alay), eo)
+	if err != nil {
+		return sampleAdapter{}, err
+	}
+	err = eng.InitParams(func(g int) ([]float32, error) {
+		off, n := alay.GroupRange(g)
+		return vals[off : off+n], nil
+	})
+	if err != nil {
+		eng.Close()
+		return sampleAdapter{}, fmt.Errorf("--adapter %s: %w", dir, err)
+	}
+	return sampleAdapter{eng: eng, opts: &model.LoRAOptions{Layout: alay, Store: eng}}, nil
 }
 
 // weightsDir is where the tokenizer of --from's weights lives: the
