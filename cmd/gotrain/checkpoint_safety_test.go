@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -483,14 +484,25 @@ func TestCrashThenResumeLogsEachStepOnce(t *testing.T) {
 		t.Skip("starts a process")
 	}
 	fx := newCkFixture(t)
-	out := filepath.Join(fx.dir, "run")
-	cmd, _ := fx.startTrainer(t, out, 8, true, "--save-every", "5")
-	cmd.Process.Kill()
-	cmd.Wait()
-	logged := stepsLogged(t, out)
-	resumeFrom, _ := strconv.Atoi(strings.TrimPrefix(latestOf(t, out), "global_step"))
-	if len(logged) <= resumeFrom {
-		t.Fatalf("the killed run logged %d steps, its latest checkpoint is at %d: nothing to replay", len(logged), resumeFrom)
+	var out string
+	var logged []int
+	var resumeFrom int
+	// The kill must land after a step past the latest checkpoint, so that
+	// the resume replays logged steps; on a loaded machine the run can
+	// reach the next save first, and then the crash is tried again.
+	for attempt := 0; ; attempt++ {
+		out = filepath.Join(fx.dir, fmt.Sprintf("run%d", attempt))
+		cmd, _ := fx.startTrainer(t, out, 8, true, "--save-every", "5")
+		cmd.Process.Kill()
+		cmd.Wait()
+		logged = stepsLogged(t, out)
+		resumeFrom, _ = strconv.Atoi(strings.TrimPrefix(latestOf(t, out), "global_step"))
+		if len(logged) > resumeFrom {
+			break
+		}
+		if attempt == 4 {
+			t.Fatalf("in 5 tries the killed run never stopped past its latest checkpoint (last: logged %d steps, latest at %d): nothing to replay", len(logged), resumeFrom)
+		}
 	}
 	end := len(logged) + 2
 	fx.mustTrain(t, out, end, "--resume", "auto", "--save-every", "5")
