@@ -26,6 +26,18 @@ func TestBackendDefaultGemm(t *testing.T) {
 	})
 }
 
+// TestBackendGoGemm runs the suite with the Go GEMM, whose bf16 GEMM the
+// matmuls call with bf16 operands as they are (the VDPBF16PS kernel where
+// the CPU has AVX512_BF16), so bf16 matmuls are checked against the
+// float64 reference through that path too.
+func TestBackendGoGemm(t *testing.T) {
+	g := blas.NewGo(0)
+	t.Logf("bf16 GEMM: %s", g.BF16Kernel())
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
+		return cpu.New(cpu.Options{Gemm: g})
+	})
+}
+
 // nativeLike is gonum's GEMM describing itself as a native library, so
 // attention multiplies its tiles with it rather than with its own vector
 // kernel, as it does with OpenBLAS.
