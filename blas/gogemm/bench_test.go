@@ -69,3 +69,12 @@ func BenchmarkBF16Widen1(b *testing.B) {
 	benchBF16(b, widening(New(1)), false, true, 2048, 768, 256)
 }
 func BenchmarkBF16Square1(b *testing.B) { benchBF16(b, New(1), false, false, 1024, 1024, 1024) }
+
+// The three products of gpt2-tiny's fc layer (N 2048, C 256, OC 1024), in
+// fp32 and bf16: forward (NT), dX (NN) and dW (TN).
+func BenchmarkFcFwd(b *testing.B)     { benchShape(b, New(0), false, true, 2048, 1024, 256) }
+func BenchmarkFcFwdBF16(b *testing.B) { benchBF16(b, New(0), false, true, 2048, 1024, 256) }
+func BenchmarkFcDX(b *testing.B)      { benchShape(b, New(0), false, false, 2048, 256, 1024) }
+func BenchmarkFcDXBF16(b *testing.B)  { benchBF16(b, New(0), false, false, 2048, 256, 1024) }
+func BenchmarkFcDW(b *testing.B)      { benchShape(b, New(0), true, false, 1024, 256, 2048) }
+func BenchmarkFcDWBF16(b *testing.B)  { benchBF16(b, New(0), true, false, 1024, 256, 2048) }

@@ -157,25 +157,31 @@ func combineEdge(c []float32, ldc int, edge []float32, nr, mrb, nrb int, alpha, 
 // of an odd kcb's last pair are zero.
 func packAPairs(dst []uint16, p *problem, ic, mcb, pc, kcb, mr int) {
 	kp := (kcb + 1) / 2
-	for q := 0; q < mcb; q += mr {
-		rows := min(mr, mcb-q)
-		panel := dst[q*2*kp : (q+mr)*2*kp]
-		if rows < mr || kcb%2 != 0 {
-			clear(panel)
-		}
-		if p.transA {
-			// op(A)[i][pp] = a[pp·lda + i]: row pp of A holds the panel's
-			// rows contiguously.
-			for pp := range kcb {
-				src := p.a16[(pc+pp)*p.lda+ic+q:][:rows]
-				d := panel[(pp/2)*2*mr+pp%2:]
-				for r, v := range src {
+	if mcb%mr != 0 || kcb%2 != 0 {
+		clear(dst[:roundUp(mcb, mr)*2*kp])
+	}
+	if p.transA {
+		// op(A)[i][pp] = a[pp·lda + i]: row pp of A holds mcb contiguous
+		// values, one run of mr for each panel. Walking A row by row keeps
+		// its reads sequential, as packA does.
+		for pp := range kcb {
+			src := p.a16[(pc+pp)*p.lda+ic:][:mcb]
+			base := (pp/2)*2*mr + pp%2
+			for q := 0; q < mcb; q += mr {
+				rows := min(mr, mcb-q)
+				d := dst[q*2*kp+base:]
+				for r, v := range src[q : q+rows] {
 					d[2*r] = v
 				}
 			}
-			continue
 		}
-		// op(A)[i][pp] = a[i·lda + pp]: a row of A is the pairs in order.
+		return
+	}
+	// op(A)[i][pp] = a[i·lda + pp]: a row of A is the pairs in order, moved
+	// 32 bits at a time.
+	for q := 0; q < mcb; q += mr {
+		rows := min(mr, mcb-q)
+		panel := dst[q*2*kp : (q+mr)*2*kp]
 		for r := range rows {
 			src := p.a16[(ic+q+r)*p.lda+pc:][:kcb]
 			d := panel[2*r:]
@@ -197,36 +203,43 @@ func packAPairs(dst []uint16, p *problem, ic, mcb, pc, kcb, mr int) {
 // second half of an odd kcb's last pair are zero.
 func packBPairs(dst []uint16, p *problem, pc, kcb, jc, ncb, nr int) {
 	kp := (kcb + 1) / 2
+	if ncb%nr != 0 || kcb%2 != 0 {
+		clear(dst[:roundUp(ncb, nr)*2*kp])
+	}
+	if !p.transB {
+		// op(B)[pp][j] = b[pp·ldb + j]: rows pp and pp+1 of B interleave
+		// into one pair step of every panel; walking B two rows at a time
+		// keeps its reads sequential.
+		for s := 0; s < kcb; s += 2 {
+			r0 := p.b16[(pc+s)*p.ldb+jc:][:ncb]
+			var r1 []uint16
+			if s+1 < kcb {
+				r1 = p.b16[(pc+s+1)*p.ldb+jc:][:ncb]
+			}
+			for q := 0; q < ncb; q += nr {
+				cols := min(nr, ncb-q)
+				d := dst[q*2*kp+s*nr:][:2*cols]
+				a := r0[q : q+cols]
+				if r1 == nil {
+					for j, v := range a {
+						d[2*j] = v
+					}
+					continue
+				}
+				b := r1[q : q+cols]
+				for j, v := range a {
+					d[2*j] = v
+					d[2*j+1] = b[j]
+				}
+			}
+		}
+		return
+	}
+	// op(B)[pp][j] = b[j·ldb + pp]: a row of B is column j's pairs in
+	// order, each already adjacent.
 	for q := 0; q < ncb; q += nr {
 		cols := min(nr, ncb-q)
 		panel := dst[q*2*kp : (q+nr)*2*kp]
-		if cols < nr || kcb%2 != 0 {
-			clear(panel)
-		}
-		if !p.transB {
-			// op(B)[pp][j] = b[pp·ldb + j]: rows pp and pp+1 of B
-			// interleave into one pair step.
-			s := 0
-			for ; s+1 < kcb; s += 2 {
-				r0 := p.b16[(pc+s)*p.ldb+jc+q:][:cols]
-				r1 := p.b16[(pc+s+1)*p.ldb+jc+q:][:cols]
-				d := panel[s*nr:][:2*cols]
-				for j, v := range r0 {
-					d[2*j] = v
-					d[2*j+1] = r1[j]
-				}
-			}
-			if s < kcb {
-				r0 := p.b16[(pc+s)*p.ldb+jc+q:][:cols]
-				d := panel[s*nr:][:2*cols]
-				for j, v := range r0 {
-					d[2*j] = v
-				}
-			}
-			continue
-		}
-		// op(B)[pp][j] = b[j·ldb + pp]: a row of B is column j's pairs in
-		// order, each already adjacent.
 		for j := range cols {
 			src := p.b16[(jc+q+j)*p.ldb+pc:][:kcb]
 			d := panel[2*j:]
