@@ -22,7 +22,7 @@ func (be *Backend) CrossEntropyForward(losses, probs, logits, targets backend.Bu
 	be.parallel(N, rowGrain(V), func(_, lo, hi int) {
 		xtmp := xv.tmp(V)
 		for r := lo; r < hi; r++ {
-			x := xv.load(r*Vp, V, xtmp)
+			x := xv.vload(r*Vp, V, xtmp)
 			p := pv[r*Vp : (r+1)*Vp]
 			m, sum := softmaxRow(p[:len(x)], x)
 			clear(p[V:])
@@ -54,7 +54,7 @@ func (be *Backend) CrossEntropyBackward(dlogits, probs, targets backend.Buffer, 
 			}
 			d[tg[r]] -= dloss
 			clear(d[V:])
-			dv.store(r*Vp, d)
+			dv.vstore(r*Vp, d)
 		}
 	})
 }
