@@ -57,6 +57,7 @@ bench: build ## benchmarks: GFLOP/s per op, GEMM roofline, tokens/s and MFU, ZeR
 	$(BIN) bench --device cpu --model gpt2-tiny --batch 8 --seq-len 256 --steps 3 --dtype bf16 --blas go
 	# ./blas/ below includes BenchmarkModelShapes: the Go GEMM against OpenBLAS on every model shape, interleaved
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./blas/ ./backend/cpu/ ./data/ ./kernels/emu/
+	$(GO) test -run='^$$' -bench='Fc|BF16' -benchtime=10x ./blas/gogemm/ # fp32 and bf16 (VDPBF16PS where the CPU has AVX512_BF16) GEMM GFLOP/s on gpt2-tiny's fc products
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./data/hftok/ # tokenizer load and encode MB/s; ./data/ above gives data prepare MB/s for GPT-2, Qwen3, Llama 3 (those two need scripts/fetch-tokenizers.sh)
 	$(GO) test -run='^$$' -bench=. -benchtime=3x ./model/
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m ./trainer/
