@@ -76,6 +76,12 @@ func checkSgemm(transA, transB bool, m, n, k int, lenA, lda, lenB, ldb, lenC, ld
 // held NaN). It reports whether the call is complete.
 func sgemmTrivial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) bool {
 	checkSgemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	return scaleOnly(m, n, k, alpha, beta, c, ldc)
+}
+
+// scaleOnly handles, after the arguments are checked, the calls in which A
+// and B are not read; it reports whether the call is complete.
+func scaleOnly(m, n, k int, alpha, beta float32, c []float32, ldc int) bool {
 	if m == 0 || n == 0 {
 		return true
 	}

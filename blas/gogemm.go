@@ -25,7 +25,9 @@ func (o *Go) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32,
 
 // Info implements Impl.
 func (o *Go) Info() Info {
-	return Info{Name: "go", Threads: o.g.Threads(), CoreType: o.g.Kernel()}
+	// The bf16 kernel is named too: doctor and bench then say whether bf16
+	// GEMMs run VDPBF16PS or widen.
+	return Info{Name: "go", Threads: o.g.Threads(), CoreType: o.g.Kernel() + "; bf16: " + o.g.BF16Kernel()}
 }
 
 // fallbackGo is the Go GEMM standing in for OpenBLAS that could not be

@@ -49,7 +49,7 @@ type countingImpl struct {
 func (c *countingImpl) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, cc []float32, ldc int) {
 	checkSgemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(cc), ldc)
 	c.mu.Lock()
-	c.calls[Shape{transA, transB, m, n, k}]++
+	c.calls[Shape{TransA: transA, TransB: transB, M: m, N: n, K: k}]++
 	c.mu.Unlock()
 }
 func (c *countingImpl) Info() Info { return Info{Name: "counting"} }

@@ -2,6 +2,7 @@ package blas
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 type Shape struct {
 	TransA, TransB bool
 	M, N, K        int
+	BF16           bool // bf16 operands (Bgemm), fp32 otherwise
 }
 
 // Flops is the shape's floating-point operation count, 2·M·N·K.
@@ -35,11 +37,14 @@ func NewRecorder(impl Impl) *Recorder {
 
 // Sgemm implements Impl.
 func (r *Recorder) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	s := Shape{TransA: transA, TransB: transB, M: m, N: n, K: k}
+	r.add(Shape{TransA: transA, TransB: transB, M: m, N: n, K: k})
+	r.Impl.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+func (r *Recorder) add(s Shape) {
 	r.mu.Lock()
 	r.flops[s] += s.Flops()
 	r.mu.Unlock()
-	r.Impl.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // Top returns up to n recorded shapes, those that took the most FLOPs
@@ -56,7 +61,7 @@ func (r *Recorder) Top(n int) []Shape {
 			return c
 		}
 		return cmp.Or(cmp.Compare(a.M, b.M), cmp.Compare(a.N, b.N), cmp.Compare(a.K, b.K),
-			boolCmp(a.TransA, b.TransA), boolCmp(a.TransB, b.TransB))
+			boolCmp(a.TransA, b.TransA), boolCmp(a.TransB, b.TransB), boolCmp(a.BF16, b.BF16))
 	})
 	return shapes[:min(n, len(shapes))]
 }
@@ -108,6 +113,20 @@ func measureShape(impl Impl, s Shape, seconds float64) float64 {
 	}
 	call := func() {
 		impl.Sgemm(s.TransA, s.TransB, s.M, s.N, s.K, 1, a, max(1, colsA), b, max(1, colsB), 0, c, max(1, s.N))
+	}
+	if bi := AsBF16(impl); s.BF16 && bi != nil {
+		// A bf16 shape runs at the bf16 GEMM's rate: the values above are
+		// exact in bf16.
+		a16, b16 := make([]uint16, len(a)), make([]uint16, len(b))
+		for i, v := range a {
+			a16[i] = uint16(math.Float32bits(v) >> 16)
+		}
+		for i, v := range b {
+			b16[i] = uint16(math.Float32bits(v) >> 16)
+		}
+		call = func() {
+			bi.Bgemm(s.TransA, s.TransB, s.M, s.N, s.K, 1, a16, max(1, colsA), b16, max(1, colsB), 0, c, max(1, s.N))
+		}
 	}
 	call()
 	budget := time.Duration(seconds * float64(time.Second))

@@ -33,31 +33,42 @@ func (be *Backend) AdamW(param, master, grad, m, v backend.Buffer, p backend.Ada
 		ptmp, gtmp := pv.tmp(pieceLen), gv.tmp(pieceLen)
 		for s := lo; s < hi; s += pieceLen {
 			k := min(pieceLen, hi-s)
-			g := gv.load(s, k, gtmp)
+			g := gv.vload(s, k, gtmp)
 			var w []float32
 			if ms != nil {
 				w = ms[s : s+k]
 			} else {
-				w = pv.load(s, k, ptmp)
+				w = pv.vload(s, k, ptmp)
 			}
-			mm, vm := mv[s:s+k], vv[s:s+k]
-			g, mm, vm = g[:len(w)], mm[:len(w)], vm[:len(w)]
-			for i := range w {
-				gi := g[i] * gs
-				mi := b1*mm[i] + (1-b1)*gi
-				vi := b2*vm[i] + (1-b2)*gi*gi
-				mm[i], vm[i] = mi, vi
-				mh := mi / bc1
-				vh := vi / bc2
-				w[i] -= lr * (mh/(float32(math.Sqrt(float64(vh)))+eps) + wd*w[i])
-			}
+			adamwRow(w, g, mv[s:s+k], vv[s:s+k], adamwConsts{b1: b1, b2: b2, bc1: bc1, bc2: bc2, lr: lr, eps: eps, wd: wd, gs: gs})
 			if ms != nil {
 				o := pv.out(s, k, ptmp)
 				copy(o, w)
-				pv.store(s, o)
+				pv.vstore(s, o)
 			} else {
-				pv.store(s, w)
+				pv.vstore(s, w)
 			}
 		}
 	})
+}
+
+// adamwConsts are one AdamW call's scalars.
+type adamwConsts struct {
+	b1, b2, bc1, bc2, lr, eps, wd, gs float32
+}
+
+// adamwRowScalar updates weights w and moments mm, vm from gradients g.
+// float32(√float64(v)) is the correctly rounded float32 square root, what
+// VSQRTPS gives, so the vector loop matches it bit for bit.
+func adamwRowScalar(w, g, mm, vm []float32, c adamwConsts) {
+	g, mm, vm = g[:len(w)], mm[:len(w)], vm[:len(w)]
+	for i := range w {
+		gi := g[i] * c.gs
+		mi := c.b1*mm[i] + (1-c.b1)*gi
+		vi := c.b2*vm[i] + (1-c.b2)*gi*gi
+		mm[i], vm[i] = mi, vi
+		mh := mi / c.bc1
+		vh := vi / c.bc2
+		w[i] -= c.lr * (mh/(float32(math.Sqrt(float64(vh)))+c.eps) + c.wd*w[i])
+	}
 }

@@ -43,7 +43,10 @@ type Options struct {
 // (Upload, Download, Copy, Add) while the backward pass computes. Alloc,
 // Free, Memory and ResetPeak are safe for concurrent use.
 type Backend struct {
-	gemm    blas.Impl
+	gemm blas.Impl
+	// bgemm multiplies bf16 operands without widened copies; nil when the
+	// GEMM has no bf16 path (OpenBLAS, gonum).
+	bgemm   blas.BF16Impl
 	threads int
 	// pureGoGemm: the GEMM is gonum's, which attention's own vector tile
 	// kernel outruns on its small tiles (attention_simd_amd64.go).
@@ -73,6 +76,7 @@ func New(o Options) *Backend {
 	info := o.Gemm.Info()
 	return &Backend{
 		gemm:       o.Gemm,
+		bgemm:      blas.AsBF16(o.Gemm),
 		threads:    threads,
 		pureGoGemm: info.Name == "gonum" || info.Name == "go",
 		live:       make(map[*backend.Memory]struct{}),

@@ -1,6 +1,7 @@
 package cpu_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gotrain/gotrain/backend"
@@ -23,6 +24,18 @@ func TestBackendDefaultGemm(t *testing.T) {
 	t.Logf("gemm: %s %s threads=%d %s", info.Name, info.Library, info.Threads, info.Note)
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		return cpu.New(cpu.Options{Gemm: impl})
+	})
+}
+
+// TestBackendGoGemm runs the suite with the Go GEMM, whose bf16 GEMM the
+// matmuls call with bf16 operands as they are (the VDPBF16PS kernel where
+// the CPU has AVX512_BF16), so bf16 matmuls are checked against the
+// float64 reference through that path too.
+func TestBackendGoGemm(t *testing.T) {
+	g := blas.NewGo(0)
+	t.Logf("bf16 GEMM: %s", g.BF16Kernel())
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
+		return cpu.New(cpu.Options{Gemm: g})
 	})
 }
 
@@ -139,4 +152,23 @@ func BenchmarkAdamWBF16MasterN4M(b *testing.B) {
 }
 func BenchmarkSumSquaresN4M(b *testing.B) {
 	backendtest.BenchSumSquares(b, newGonum(), backend.F32, 1<<22)
+}
+
+// TestFastBF16 follows the GEMM: the Go GEMM is fast in bf16 exactly where
+// it has the pair kernel; gonum, which multiplies fp32 only, never is, and
+// the note says what to use instead.
+func TestFastBF16(t *testing.T) {
+	g := blas.NewGo(1)
+	if cpu.FastBF16(g) != g.NativeBF16() {
+		t.Errorf("FastBF16(go) = %t, but the Go GEMM's native bf16 is %t", cpu.FastBF16(g), g.NativeBF16())
+	}
+	if cpu.FastBF16(blas.NewRecorder(g)) != g.NativeBF16() {
+		t.Error("FastBF16 does not see the Go GEMM through a Recorder")
+	}
+	if cpu.FastBF16(blas.Gonum{}) {
+		t.Error("FastBF16(gonum) = true")
+	}
+	if note := cpu.BF16Note(blas.Gonum{}); !strings.Contains(note, "gonum") || !strings.Contains(note, "--blas go") {
+		t.Errorf("BF16Note(gonum) = %q: want the GEMM named and the alternative", note)
+	}
 }

@@ -20,13 +20,15 @@ func (be *Backend) CrossEntropyForward(losses, probs, logits, targets backend.Bu
 	lv, pv := f32s(op, losses), f32s(op, probs)
 	xv := floatView(op, logits)
 	be.parallel(N, rowGrain(V), func(_, lo, hi int) {
-		xtmp := xv.tmp(V)
 		for r := lo; r < hi; r++ {
-			x := xv.load(r*Vp, V, xtmp)
+			// A 16-bit row is widened into its probabilities' memory and
+			// softmaxed in place (same-index reads and writes): no scratch.
 			p := pv[r*Vp : (r+1)*Vp]
+			x := xv.vload(r*Vp, V, p)
+			xt := x[tg[r]]
 			m, sum := softmaxRow(p[:len(x)], x)
 			clear(p[V:])
-			lv[r] = float32(math.Log(sum) + float64(m) - float64(x[tg[r]]))
+			lv[r] = float32(math.Log(sum) + float64(m) - float64(xt))
 		}
 	})
 }
@@ -54,7 +56,7 @@ func (be *Backend) CrossEntropyBackward(dlogits, probs, targets backend.Buffer, 
 			}
 			d[tg[r]] -= dloss
 			clear(d[V:])
-			dv.store(r*Vp, d)
+			dv.vstore(r*Vp, d)
 		}
 	})
 }

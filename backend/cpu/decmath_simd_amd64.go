@@ -220,3 +220,66 @@ func siluMulBackward(dg, du, d, g, u, e []float32) {
 	}
 	siluMulBackwardScalar(dg[i:], du[i:], d[i:], g[i:], u[i:], e)
 }
+
+// geluRow is geluRowScalar with the exp in registers (no pass through e),
+// its operations in the scalar order.
+func geluRow(o, x, e []float32) {
+	n := len(x)
+	o = o[:n]
+	i := 0
+	if archsimd.X86.AVX512() {
+		k := newExpConsts()
+		a, c := archsimd.BroadcastFloat32x16(geluA), archsimd.BroadcastFloat32x16(-2*geluK)
+		for ; i+16 <= n; i += 16 {
+			xv := archsimd.LoadFloat32x16Slice(x[i:])
+			ev := k.exp(c.Mul(xv.Add(a.Mul(xv).Mul(xv).Mul(xv))))
+			xv.Div(k.one.Add(ev)).StoreSlice(o[i:])
+		}
+	}
+	geluRowScalar(o[i:], x[i:], e)
+}
+
+// geluBackwardRow is geluBackwardRowScalar with the exp in registers.
+func geluBackwardRow(o, x, g, e []float32) {
+	n := len(x)
+	o, g = o[:n], g[:n]
+	i := 0
+	if archsimd.X86.AVX512() {
+		k := newExpConsts()
+		a, c := archsimd.BroadcastFloat32x16(geluA), archsimd.BroadcastFloat32x16(-2*geluK)
+		a3, gk, two := archsimd.BroadcastFloat32x16(3*geluA), archsimd.BroadcastFloat32x16(geluK), archsimd.BroadcastFloat32x16(2)
+		for ; i+16 <= n; i += 16 {
+			xv := archsimd.LoadFloat32x16Slice(x[i:])
+			ev := k.exp(c.Mul(xv.Add(a.Mul(xv).Mul(xv).Mul(xv))))
+			du := gk.Mul(k.one.Add(a3.Mul(xv).Mul(xv)))
+			sg := k.one.Div(k.one.Add(ev))
+			t := two.Mul(xv).Mul(du).Mul(ev.Mul(sg)).Mul(sg)
+			sg.Add(t).Mul(archsimd.LoadFloat32x16Slice(g[i:])).StoreSlice(o[i:])
+		}
+	}
+	geluBackwardRowScalar(o[i:], x[i:], g[i:], e)
+}
+
+// adamwRow is adamwRowScalar 16 lanes at a time, its operations in the
+// scalar order (VSQRTPS is the correctly rounded square root).
+func adamwRow(w, g, mm, vm []float32, c adamwConsts) {
+	n := len(w)
+	g, mm, vm = g[:n], mm[:n], vm[:n]
+	i := 0
+	if archsimd.X86.AVX512() {
+		b := archsimd.BroadcastFloat32x16
+		b1, b2, nb1, nb2 := b(c.b1), b(c.b2), b(1-c.b1), b(1-c.b2)
+		bc1, bc2, lr, eps, wd, gs := b(c.bc1), b(c.bc2), b(c.lr), b(c.eps), b(c.wd), b(c.gs)
+		for ; i+16 <= n; i += 16 {
+			gi := archsimd.LoadFloat32x16Slice(g[i:]).Mul(gs)
+			mi := b1.Mul(archsimd.LoadFloat32x16Slice(mm[i:])).Add(nb1.Mul(gi))
+			vi := b2.Mul(archsimd.LoadFloat32x16Slice(vm[i:])).Add(nb2.Mul(gi).Mul(gi))
+			mi.StoreSlice(mm[i:])
+			vi.StoreSlice(vm[i:])
+			wv := archsimd.LoadFloat32x16Slice(w[i:])
+			upd := mi.Div(bc1).Div(vi.Div(bc2).Sqrt().Add(eps)).Add(wd.Mul(wv))
+			wv.Sub(lr.Mul(upd)).StoreSlice(w[i:])
+		}
+	}
+	adamwRowScalar(w[i:], g[i:], mm[i:], vm[i:], c)
+}

@@ -29,19 +29,19 @@ func (be *Backend) EncoderForward(out, inp, wte, wpe backend.Buffer, B, T, C int
 		}
 		for bt := lo; bt < hi; bt++ {
 			o := ov.out(bt*C, C, otmp)
-			e := ev.load(int(ids[bt])*C, C, etmp)
+			e := ev.vload(int(ids[bt])*C, C, etmp)
 			e = e[:len(o)]
 			if !pos {
 				copy(o, e)
-				ov.store(bt*C, o)
+				ov.vstore(bt*C, o)
 				continue
 			}
-			p := pv.load((bt%T)*C, C, ptmp)
+			p := pv.vload((bt%T)*C, C, ptmp)
 			p = p[:len(o)]
 			for i := range o {
 				o[i] = e[i] + p[i]
 			}
-			ov.store(bt*C, o)
+			ov.vstore(bt*C, o)
 		}
 	})
 }
@@ -79,27 +79,27 @@ func (be *Backend) EncoderBackward(dwte, dwpe, dout, inp backend.Buffer, B, T, C
 			ptmp = pv.tmp(w)
 		}
 		for t := 0; pos && t < T; t++ {
-			p := pv.load(t*C+c0, w, ptmp)
+			p := pv.vload(t*C+c0, w, ptmp)
 			for b := 0; b < B; b++ {
-				d := dv.load((b*T+t)*C+c0, w, dtmp)
+				d := dv.vload((b*T+t)*C+c0, w, dtmp)
 				d = d[:len(p)]
 				for i := range p {
 					p[i] += d[i]
 				}
 			}
-			pv.store(t*C+c0, p)
+			pv.vstore(t*C+c0, p)
 		}
 		for g := 0; g < len(order); {
 			id := int(ids[order[g]])
-			e := ev.load(id*C+c0, w, etmp)
+			e := ev.vload(id*C+c0, w, etmp)
 			for ; g < len(order) && int(ids[order[g]]) == id; g++ {
-				d := dv.load(order[g]*C+c0, w, dtmp)
+				d := dv.vload(order[g]*C+c0, w, dtmp)
 				d = d[:len(e)]
 				for i := range e {
 					e[i] += d[i]
 				}
 			}
-			ev.store(id*C+c0, e)
+			ev.vstore(id*C+c0, e)
 		}
 	})
 }

@@ -24,20 +24,41 @@ func (be *Backend) GeluForward(out, inp backend.Buffer, N int) {
 		otmp, itmp, etmp := ov.tmp(pieceLen), iv.tmp(pieceLen), make([]float32, pieceLen)
 		for s := lo; s < hi; s += pieceLen {
 			n := min(pieceLen, hi-s)
-			x := iv.load(s, n, itmp)
-			e := etmp[:len(x)]
-			for i, xi := range x {
-				e[i] = -2 * geluK * (xi + geluA*xi*xi*xi)
-			}
-			expInPlace(e)
+			x := iv.vload(s, n, itmp)
 			o := ov.out(s, n, otmp)
-			x, e = x[:len(o)], e[:len(o)]
-			for i := range o {
-				o[i] = x[i] / (1 + e[i])
-			}
-			ov.store(s, o)
+			geluRow(o, x, etmp)
+			ov.vstore(s, o)
 		}
 	})
+}
+
+// geluRowScalar sets o = gelu(x); e is scratch of len(x).
+func geluRowScalar(o, x, e []float32) {
+	e = e[:len(x)]
+	for i, xi := range x {
+		e[i] = -2 * geluK * (xi + geluA*xi*xi*xi)
+	}
+	expInPlaceScalar(e)
+	o, e = o[:len(x)], e[:len(x)]
+	for i := range o {
+		o[i] = x[i] / (1 + e[i])
+	}
+}
+
+// geluBackwardRowScalar sets o = gelu'(x)·g; e is scratch of len(x).
+func geluBackwardRowScalar(o, x, g, e []float32) {
+	e = e[:len(x)]
+	for i, xi := range x {
+		e[i] = -2 * geluK * (xi + geluA*xi*xi*xi)
+	}
+	expInPlaceScalar(e)
+	o, g = o[:len(x)], g[:len(x)]
+	for i := range o {
+		xi, ei := x[i], e[i]
+		du := geluK * (1 + 3*geluA*xi*xi)
+		sg := 1 / (1 + ei)
+		o[i] = (sg + 2*xi*du*(ei*sg)*sg) * g[i] // e·σ ≤ 1 first: e alone may be ~1e38
+	}
 }
 
 // GeluBackward implements backend.Backend. dinp may alias dout.
@@ -52,22 +73,11 @@ func (be *Backend) GeluBackward(dinp, inp, dout backend.Buffer, N int) {
 		dtmp, itmp, gtmp, etmp := dv.tmp(pieceLen), iv.tmp(pieceLen), gv.tmp(pieceLen), make([]float32, pieceLen)
 		for s := lo; s < hi; s += pieceLen {
 			n := min(pieceLen, hi-s)
-			x := iv.load(s, n, itmp)
-			e := etmp[:len(x)]
-			for i, xi := range x {
-				e[i] = -2 * geluK * (xi + geluA*xi*xi*xi)
-			}
-			expInPlace(e)
-			g := gv.load(s, n, gtmp)
+			x := iv.vload(s, n, itmp)
+			g := gv.vload(s, n, gtmp)
 			o := dv.out(s, n, dtmp)
-			x, e, g = x[:len(o)], e[:len(o)], g[:len(o)]
-			for i := range o {
-				xi, ei := x[i], e[i]
-				du := geluK * (1 + 3*geluA*xi*xi)
-				sg := 1 / (1 + ei)
-				o[i] = (sg + 2*xi*du*(ei*sg)*sg) * g[i] // e·σ ≤ 1 first: e alone may be ~1e38
-			}
-			dv.store(s, o)
+			geluBackwardRow(o, x, g, etmp)
+			dv.vstore(s, o)
 		}
 	})
 }

@@ -27,10 +27,10 @@ func (be *Backend) LayerNormForward(out, mean, rstd, inp, weight, bias backend.B
 	ov, iv, wv, bv := floatView(op, out), floatView(op, inp), floatView(op, weight), floatView(op, bias)
 	be.parallel(N, rowGrain(C), func(_, lo, hi int) {
 		otmp, itmp := ov.tmp(C), iv.tmp(C)
-		w := wv.load(0, C, wv.tmp(C))
-		b := bv.load(0, C, bv.tmp(C))
+		w := wv.vload(0, C, wv.tmp(C))
+		b := bv.vload(0, C, bv.tmp(C))
 		for r := lo; r < hi; r++ {
-			x := iv.load(r*C, C, itmp)
+			x := iv.vload(r*C, C, itmp)
 			var sum float64
 			for _, xi := range x {
 				sum += float64(xi)
@@ -49,7 +49,7 @@ func (be *Backend) LayerNormForward(out, mean, rstd, inp, weight, bias backend.B
 			for i := range o {
 				o[i] = (x[i]-m)*s*w[i] + b[i]
 			}
-			ov.store(r*C, o)
+			ov.vstore(r*C, o)
 			mv[r] = m
 			rv[r] = s
 		}
@@ -80,10 +80,10 @@ func (be *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, me
 		pw := partial[2*wk*C : 2*wk*C+C]
 		pb := partial[2*wk*C+C : 2*wk*C+2*C]
 		ditmp, dotmp, itmp := div.tmp(C), dov.tmp(C), iv.tmp(C)
-		w := wv.load(0, C, wv.tmp(C))
+		w := wv.vload(0, C, wv.tmp(C))
 		for r := lo; r < hi; r++ {
-			x := iv.load(r*C, C, itmp)
-			d := dov.load(r*C, C, dotmp)
+			x := iv.vload(r*C, C, itmp)
+			d := dov.vload(r*C, C, dotmp)
 			m, s := mv[r], rv[r]
 			x, w := x[:len(d)], w[:len(d)]
 			var gMean, gnMean float32
@@ -103,7 +103,7 @@ func (be *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, me
 				pb[i] += d[i]
 				o[i] = s * (w[i]*d[i] - gMean - n*gnMean)
 			}
-			div.store(r*C, o)
+			div.vstore(r*C, o)
 		}
 	})
 	addPartials(dwv, partial, k, C, 0)
@@ -113,7 +113,7 @@ func (be *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, me
 // addPartials adds, in chunk order, the k per-chunk vectors of length C found
 // at partial[2wC+at:] into dst (dst += Σ_w partial_w).
 func addPartials(dst fview, partial []float32, k, C, at int) {
-	acc := dst.load(0, C, dst.tmp(C))
+	acc := dst.vload(0, C, dst.tmp(C))
 	for w := 0; w < k; w++ {
 		p := partial[2*w*C+at : 2*w*C+at+C]
 		p = p[:len(acc)]
@@ -121,5 +121,5 @@ func addPartials(dst fview, partial []float32, k, C, at int) {
 			acc[i] += p[i]
 		}
 	}
-	dst.store(0, acc)
+	dst.vstore(0, acc)
 }

@@ -17,7 +17,7 @@ func (be *Backend) SumSquares(x backend.Buffer) float64 {
 		tmp := xv.tmp(pieceLen)
 		var s0, s1, s2, s3 float64
 		for p := lo; p < hi; p += pieceLen {
-			v := xv.load(p, min(pieceLen, hi-p), tmp)
+			v := xv.vload(p, min(pieceLen, hi-p), tmp)
 			for ; len(v) >= 4; v = v[4:] {
 				a, b, c, d := float64(v[0]), float64(v[1]), float64(v[2]), float64(v[3])
 				s0 += a * a

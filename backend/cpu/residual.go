@@ -14,14 +14,14 @@ func (be *Backend) Add(out, a, b backend.Buffer, N int) {
 		otmp, atmp, btmp := ov.tmp(pieceLen), av.tmp(pieceLen), bv.tmp(pieceLen)
 		for s := lo; s < hi; s += pieceLen {
 			n := min(pieceLen, hi-s)
-			x := av.load(s, n, atmp)
-			y := bv.load(s, n, btmp)
+			x := av.vload(s, n, atmp)
+			y := bv.vload(s, n, btmp)
 			o := ov.out(s, n, otmp)
 			x, y = x[:len(o)], y[:len(o)]
 			for i := range o {
 				o[i] = x[i] + y[i]
 			}
-			ov.store(s, o)
+			ov.vstore(s, o)
 		}
 	})
 }
@@ -32,11 +32,11 @@ func (be *Backend) Scale(x backend.Buffer, s float32) {
 	be.parallel(x.Len(), elemGrain, func(_, lo, hi int) {
 		tmp := xv.tmp(pieceLen)
 		for p := lo; p < hi; p += pieceLen {
-			v := xv.load(p, min(pieceLen, hi-p), tmp)
+			v := xv.vload(p, min(pieceLen, hi-p), tmp)
 			for i := range v {
 				v[i] *= s
 			}
-			xv.store(p, v)
+			xv.vstore(p, v)
 		}
 	})
 }

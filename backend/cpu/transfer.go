@@ -56,8 +56,8 @@ func (be *Backend) Copy(dst, src backend.Buffer) {
 		for s := lo; s < hi; s += pieceLen {
 			n := min(pieceLen, hi-s)
 			o := dv.out(s, n, dtmp)
-			copy(o, sv.load(s, n, stmp))
-			dv.store(s, o)
+			copy(o, sv.vload(s, n, stmp))
+			dv.vstore(s, o)
 		}
 	})
 }

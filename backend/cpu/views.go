@@ -151,7 +151,7 @@ func (be *Backend) widen(v fview, n int) []float32 {
 		return v.f32[:n:n]
 	}
 	s := be.scratch.get(n)
-	be.parallel(n, 1<<15, func(_, lo, hi int) { v.load(lo, hi-lo, s[lo:hi]) })
+	be.parallel(n, 1<<15, func(_, lo, hi int) { v.vload(lo, hi-lo, s[lo:hi]) })
 	return s
 }
 
@@ -169,7 +169,7 @@ func (be *Backend) narrow(v fview, s []float32) {
 	if v.isF32() {
 		return
 	}
-	be.parallel(len(s), 1<<15, func(_, lo, hi int) { v.store(lo, s[lo:hi]) })
+	be.parallel(len(s), 1<<15, func(_, lo, hi int) { v.vstore(lo, s[lo:hi]) })
 	be.scratch.put(s)
 }
 

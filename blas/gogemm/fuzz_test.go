@@ -27,3 +27,29 @@ func FuzzSgemm(f *testing.F) {
 		check(t, g, tc, rand.New(rand.NewPCG(seed, 7)))
 	})
 }
+
+// FuzzBgemm is FuzzSgemm for the bf16 GEMM: the CPU's pair kernel, the
+// portable pair kernel or widening into the fp32 kernels, on one or two
+// goroutines, against the float64 product of the widened operands.
+func FuzzBgemm(f *testing.F) {
+	f.Add(uint8(13), uint8(33), uint8(71), uint8(0), uint8(1), uint8(2), int8(4), int8(0), uint64(1))
+	f.Add(uint8(1), uint8(1), uint8(1), uint8(3), uint8(0), uint8(0), int8(-3), int8(2), uint64(2))
+	f.Add(uint8(64), uint8(64), uint8(255), uint8(17), uint8(3), uint8(1), int8(1), int8(-1), uint64(3))
+	f.Fuzz(func(t *testing.T, m, n, k, flags, pad, off uint8, alpha, beta int8, seed uint64) {
+		tc := gemmCase{
+			ta: flags&1 != 0, tb: flags&2 != 0,
+			m: 1 + int(m)%80, n: 1 + int(n)%80, k: 1 + int(k)%300,
+			pad: int(pad) % 5, off: int(off) % 7,
+			alpha: float32(alpha) / 4, beta: float32(beta) / 4,
+		}
+		threads := 1 + int(flags>>2)%2
+		g := New(threads)
+		switch (flags >> 3) % 3 {
+		case 1:
+			g.bkern = genericBF16Kernel()
+		case 2:
+			g.bkern = nil
+		}
+		checkB(t, g, tc, rand.New(rand.NewPCG(seed, 7)))
+	})
+}

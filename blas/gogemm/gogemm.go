@@ -41,7 +41,8 @@ const (
 type Gemm struct {
 	threads    int
 	kern       kernel
-	kc, mc, nc int // blocking: the constants above
+	bkern      *bf16Kernel // Bgemm's pair kernel; nil: widen into kern
+	kc, mc, nc int         // blocking: the constants above
 	mu         sync.Mutex
 	free       []*workspace // packing memory of finished calls
 }
@@ -52,7 +53,7 @@ func New(threads int) *Gemm {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &Gemm{threads: threads, kern: bestKernel(), kc: kc, mc: mc, nc: nc}
+	return &Gemm{threads: threads, kern: bestKernel(), bkern: bestBF16Kernel(), kc: kc, mc: mc, nc: nc}
 }
 
 // NewGeneric is New with the portable kernel whatever the CPU has: tests
@@ -60,6 +61,7 @@ func New(threads int) *Gemm {
 func NewGeneric(threads int) *Gemm {
 	g := New(threads)
 	g.kern = genericKernel()
+	g.bkern = nil
 	return g
 }
 
@@ -72,7 +74,8 @@ func (g *Gemm) Kernel() string { return g.kern.name }
 
 // workspace is one goroutine's packing memory.
 type workspace struct {
-	a, b []float32
+	a, b     []float32
+	a16, b16 []uint16 // Bgemm's pair panels, made on first use
 }
 
 func (g *Gemm) getWorkspace() *workspace {
@@ -111,16 +114,22 @@ const parallelWork = 1 << 21
 // op(B) k×n). With beta = 0, C is not read. m, n, k must be positive.
 func (g *Gemm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	p := problem{transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
+	g.split(m, n, k, g.kern.mr, g.kern.nr, func(i0, i1, j0, j1 int) { g.run(&p, i0, i1, j0, j1) })
+}
+
+// split runs body over blocks of the m×n product C: on the calling
+// goroutine when the product is small or the Gemm single-threaded, else
+// over threads goroutines, each on a block along C's larger side in whole
+// mr×nr tiles, so each packs and computes independently and the result
+// does not depend on timing.
+func (g *Gemm) split(m, n, k, mr, nr int, body func(i0, i1, j0, j1 int)) {
 	threads := g.threads
 	if threads <= 1 || m*n*k < parallelWork {
-		g.run(&p, 0, m, 0, n)
+		body(0, m, 0, n)
 		return
 	}
-	// Split C into threads blocks along its larger side, in whole kernel
-	// tiles, so each goroutine packs and computes independently and the
-	// result does not depend on timing.
 	var wg sync.WaitGroup
-	split := func(size, unit int) []int {
+	cutsOf := func(size, unit int) []int {
 		tiles := (size + unit - 1) / unit
 		t := min(threads, tiles)
 		cuts := make([]int, t+1)
@@ -131,17 +140,17 @@ func (g *Gemm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float3
 		return cuts
 	}
 	if m >= n {
-		cuts := split(m, g.kern.mr)
+		cuts := cutsOf(m, mr)
 		for i := 1; i < len(cuts)-1; i++ {
-			wg.Go(func() { g.run(&p, cuts[i], cuts[i+1], 0, n) })
+			wg.Go(func() { body(cuts[i], cuts[i+1], 0, n) })
 		}
-		g.run(&p, cuts[0], cuts[1], 0, n)
+		body(cuts[0], cuts[1], 0, n)
 	} else {
-		cuts := split(n, g.kern.nr)
+		cuts := cutsOf(n, nr)
 		for i := 1; i < len(cuts)-1; i++ {
-			wg.Go(func() { g.run(&p, 0, m, cuts[i], cuts[i+1]) })
+			wg.Go(func() { body(0, m, cuts[i], cuts[i+1]) })
 		}
-		g.run(&p, 0, m, cuts[0], cuts[1])
+		body(0, m, cuts[0], cuts[1])
 	}
 	wg.Wait()
 }
@@ -155,9 +164,12 @@ type problem struct {
 	lda            int
 	b              []float32
 	ldb            int
-	beta           float32
-	c              []float32
-	ldc            int
+	// a16, b16: bf16 operands (Bgemm) in place of a and b, widened to
+	// fp32 while packing for the fp32 kernel.
+	a16, b16 []uint16
+	beta     float32
+	c        []float32
+	ldc      int
 }
 
 // run computes rows [i0, i1) × columns [j0, j1) of C on this goroutine.
@@ -224,6 +236,10 @@ func (g *Gemm) run(p *problem, i0, i1, j0, j1 int) {
 // panel q holds rows ic+q·mr … for each p in order, mr floats per p, rows
 // past mcb zero.
 func packA(dst []float32, p *problem, ic, mcb, pc, kcb, mr int) {
+	if p.a16 != nil {
+		packAWiden(dst, p, ic, mcb, pc, kcb, mr)
+		return
+	}
 	if p.transA {
 		// op(A)[i][pp] = a[pp·lda + i]: row pp of A holds mcb contiguous
 		// values, one run of mr for each panel. Walking A row by row keeps
@@ -268,6 +284,10 @@ func packA(dst []float32, p *problem, ic, mcb, pc, kcb, mr int) {
 // nr: panel q holds columns jc+q·nr … for each p in order, nr floats per p,
 // columns past ncb zero.
 func packB(dst []float32, p *problem, pc, kcb, jc, ncb, nr int) {
+	if p.b16 != nil {
+		packBWiden(dst, p, pc, kcb, jc, ncb, nr)
+		return
+	}
 	if !p.transB {
 		// op(B)[pp][j] = b[pp·ldb + j]: row pp of B is ncb contiguous
 		// values, one run of nr for each panel; fixed-size copies compile to

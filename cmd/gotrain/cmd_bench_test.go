@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotrain/gotrain/backend/cpu"
+	"github.com/gotrain/gotrain/blas"
 	"github.com/gotrain/gotrain/costmodel"
 )
 
@@ -36,8 +38,8 @@ func TestBenchDryRun(t *testing.T) {
 	}
 }
 
-// TestBenchCPUHonestNumbers: on the CPU, bench defaults to fp32 (the
-// backend's bf16 is not faster), names the GEMM it used, takes MFU
+// TestBenchCPUHonestNumbers: on the CPU, bench defaults to fp32 unless
+// the GEMM multiplies bf16 natively (cpu.FastBF16), names the GEMM it used, takes MFU
 // against that GEMM's roofline (so it is at most 100%), and refuses an
 // unknown --blas.
 func TestBenchCPUHonestNumbers(t *testing.T) {
@@ -47,7 +49,13 @@ func TestBenchCPUHonestNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"BLAS go", "roofline", ", fp32,"} {
+	// --dtype auto: bf16 only where the Go GEMM multiplies bf16 natively
+	// (AVX512_BF16), where it is faster.
+	dt := ", fp32,"
+	if cpu.FastBF16(blas.NewGo(1)) {
+		dt = ", bf16,"
+	}
+	for _, want := range []string{"BLAS go", "roofline", dt} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
