@@ -43,7 +43,8 @@ type inputSet struct {
 // sorted list of documents' files. Files named explicitly must have a known
 // extension and must not be empty; files found by a walk or a glob with other
 // extensions are ignored and empty ones skipped, so a corpus directory may
-// hold other files. Each input must yield at least one file. Hidden entries
+// hold other files. A walk takes record files (.json, .json.gz, .jsonl.gz,
+// .parquet) only when textExts is empty or names them; .jsonl always. Each input must yield at least one file. Hidden entries
 // (".name") below a directory are not walked.
 func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
 	var set inputSet
@@ -67,10 +68,22 @@ func resolveInputs(inputs []string, textExts []string) (inputSet, error) {
 		set.files = append(set.files, inputFile{path: path, kind: k, size: size})
 		set.bytes += size
 	}
+	// found says whether a file met by a walk or a glob counts. With --ext
+	// the walk takes those extensions and .jsonl only, as it always has:
+	// `--input $GOROOT/src --ext .go` must not read the tree's testdata
+	// .json files as records. Without it, every record format counts.
+	found := func(path string) bool {
+		k, ok := kindOf(path)
+		if !ok || k == inputText || len(textExts) == 0 {
+			return ok
+		}
+		name := strings.ToLower(path)
+		return strings.HasSuffix(name, ".jsonl") || slices.ContainsFunc(exts, func(e string) bool { return strings.HasSuffix(name, e) })
+	}
 	// addFound takes a file met by a walk or a glob; it reports whether the
 	// file counts for its input.
 	addFound := func(path string, size int64) bool {
-		if _, ok := kindOf(path); !ok {
+		if !found(path) {
 			return false
 		}
 		if size == 0 {

@@ -131,6 +131,8 @@ func TestResolveInputs(t *testing.T) {
 	mk("corpus/.hidden/h.txt", "hidden")
 	mk("corpus/empty.txt", "")
 	mk("code/main.go", "package main")
+	mk("code/testdata/golden.json", `{"not": "a record with text"}`)
+	mk("docs/notes.md", "not a document")
 	set, err := resolveInputs([]string{filepath.Join(dir, "corpus"), filepath.Join(dir, "code", "*.go")}, []string{".txt", "go"})
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +153,31 @@ func TestResolveInputs(t *testing.T) {
 		t.Fatal("wrong kinds")
 	}
 
+	// With --ext a walk takes only those extensions and .jsonl (a source
+	// tree's testdata .json files are not records); without it, or with
+	// --ext .json, the .json file counts.
+	for _, tc := range []struct {
+		exts []string
+		want string
+	}{
+		{[]string{".go"}, "code/main.go"},
+		{nil, "code/testdata/golden.json"},
+		{[]string{".go", ".json"}, "code/main.go,code/testdata/golden.json"},
+	} {
+		set, err := resolveInputs([]string{filepath.Join(dir, "code")}, tc.exts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range set.files {
+			rel, _ := filepath.Rel(dir, f.path)
+			got = append(got, rel)
+		}
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("--ext %v: files %v, want %s", tc.exts, got, tc.want)
+		}
+	}
+
 	for _, tc := range []struct {
 		input, want string
 	}{
@@ -159,7 +186,7 @@ func TestResolveInputs(t *testing.T) {
 		{filepath.Join(dir, "corpus", "empty.txt"), "empty.txt is empty"},
 		{filepath.Join(dir, "corpus", "README.md"), "unsupported extension \".md\""},
 		{filepath.Join(dir, "corpus", ".hidden", "*.md"), "matches no files"},
-		{filepath.Join(dir, "code"), "holds no non-empty .txt or .jsonl files"},
+		{filepath.Join(dir, "docs"), "holds no non-empty .txt or .jsonl files"},
 	} {
 		_, err := resolveInputs([]string{tc.input}, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

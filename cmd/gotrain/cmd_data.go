@@ -58,7 +58,7 @@ func dataPrepareCommand() *cli.Command {
 			},
 			&cli.StringSliceFlag{
 				Name:  "ext",
-				Usage: "extension of one-document-per-file inputs, e.g. .txt or .go; repeat for more (default: .txt; .jsonl is always one document per line)",
+				Usage: "extension of one-document-per-file inputs, e.g. .txt or .go; repeat for more (default: .txt; .jsonl is always one document per line; with --ext, directories and globs yield only these extensions and .jsonl, so .json/.parquet records there need --ext .json/.parquet or naming the file)",
 			},
 			&cli.StringFlag{
 				Name:  "tokenizer",
