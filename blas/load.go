@@ -119,7 +119,7 @@ func Select(choice string, threads int) (Impl, error) {
 		if err != nil {
 			return fallbackGo{Go: NewGo(threads), note: err.Error()}, nil
 		}
-		return impl, nil
+		return withNativeBF16(impl, threads), nil
 	}
 	return nil, fmt.Errorf("blas: unknown GEMM %q (from --blas or $%s): want %s, %s or %s", choice, EnvBLAS, ChoiceAuto, ChoiceGo, ChoiceOpenBLAS)
 }

@@ -2,6 +2,7 @@ package blas
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -146,6 +147,28 @@ func TestSelect(t *testing.T) {
 	}
 	if PreferGo && auto.Info().Name != "go" {
 		t.Errorf("auto with PreferGo chose %s", auto.Info().Name)
+	}
+	// Where the CPU multiplies bf16 natively, auto's bf16 products run on
+	// the Go GEMM's bf16 kernel whichever GEMM does fp32, and agree with it.
+	if g := NewGo(1); g.NativeBF16() {
+		bf := AsBF16(auto)
+		if bf == nil || !bf.NativeBF16() {
+			t.Fatalf("auto (%s) on a CPU with AVX512_BF16 has no native bf16 GEMM", auto.Info().Name)
+		}
+		const m, n, k = 5, 7, 9
+		a, b := make([]uint16, m*k), make([]uint16, k*n)
+		for i := range a {
+			a[i] = uint16(math.Float32bits(float32(i%7)-3) >> 16)
+		}
+		for i := range b {
+			b[i] = uint16(math.Float32bits(float32(i%5)-2) >> 16)
+		}
+		got, want := make([]float32, m*n), make([]float32, m*n)
+		bf.Bgemm(false, false, m, n, k, 1, a, k, b, n, 0, got, n)
+		g.Bgemm(false, false, m, n, k, 1, a, k, b, n, 0, want, n)
+		if !slices.Equal(got, want) {
+			t.Errorf("auto's Bgemm %v, the Go GEMM's %v", got, want)
+		}
 	}
 	if _, err := Select("mkl", 1); err == nil || !strings.Contains(err.Error(), `"mkl"`) || !strings.Contains(err.Error(), "openblas") {
 		t.Errorf(`Select("mkl"): %v`, err)
