@@ -5,6 +5,9 @@ RUN_DIR   ?= runs/tiny
 DATA_DIR  ?= $(RUN_DIR)/data
 RUN_STEPS ?= 300
 FUZZTIME  ?= 10s
+# make test runs every fuzz target (31 of them) this long, to keep the whole
+# test under 10 minutes on 2 cores; `make fuzz` runs them FUZZTIME each.
+TEST_FUZZTIME ?= 4s
 PKGS      := ./...
 
 # Go 1.26's experimental simd package gives the CPU backend its AVX-512 softmax
@@ -41,7 +44,7 @@ run: build ## prepare a corpus from the Go sources, train gpt2-tiny on 2 CPU ran
 test: ## unit tests (vector and scalar CPU math), then every fuzz target briefly
 	$(GO) test -count=1 $(PKGS)
 	GOEXPERIMENT= $(GO) test -count=1 ./backend/cpu/ ./blas/gogemm/
-	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 fuzz: ## run each fuzz target for FUZZTIME
 	@set -e; for t in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \

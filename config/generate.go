@@ -104,7 +104,7 @@ func (o *jsonObject) add(k string, v any) *jsonObject {
 func writeJSON(sb *strings.Builder, v any, indent int) {
 	switch x := v.(type) {
 	case string:
-		sb.WriteString(strconv.Quote(x))
+		sb.WriteString(quoteJSON(x))
 	case bool:
 		sb.WriteString(strconv.FormatBool(x))
 	case int:
@@ -113,7 +113,7 @@ func writeJSON(sb *strings.Builder, v any, indent int) {
 		sb.WriteString("{\n")
 		for i, k := range x.keys {
 			sb.WriteString(strings.Repeat("  ", indent+1))
-			sb.WriteString(strconv.Quote(k))
+			sb.WriteString(quoteJSON(k))
 			sb.WriteString(": ")
 			writeJSON(sb, x.vals[i], indent+1)
 			if i < len(x.keys)-1 {

@@ -509,7 +509,7 @@ func writeIndented(b *bytes.Buffer, n *node, indent string) {
 		}
 		b.WriteString("{\n")
 		for i, k := range n.keys {
-			b.WriteString(indent + "  " + strconv.Quote(k) + ": ")
+			b.WriteString(indent + "  " + quoteJSON(k) + ": ")
 			writeIndented(b, n.vals[i], indent+"  ")
 			if i < len(n.keys)-1 {
 				b.WriteByte(',')

@@ -134,14 +134,14 @@ func (n *node) writeCompact(sb *strings.Builder) {
 	case nodeNumber:
 		sb.WriteString(n.num)
 	case nodeString:
-		sb.WriteString(strconv.Quote(n.str))
+		sb.WriteString(quoteJSON(n.str))
 	case nodeObject:
 		sb.WriteByte('{')
 		for i, k := range n.keys {
 			if i > 0 {
 				sb.WriteByte(',')
 			}
-			sb.WriteString(strconv.Quote(k))
+			sb.WriteString(quoteJSON(k))
 			sb.WriteByte(':')
 			n.vals[i].writeCompact(sb)
 		}
@@ -553,4 +553,31 @@ func (p *parser) hex4(at int) (rune, bool) {
 		return 0, false
 	}
 	return rune(v), true
+}
+
+// quoteJSON quotes s as a JSON string. strconv.Quote writes Go's escapes
+// (\x00, \a, \v, \U0001F600), which JSON does not have: a key or value read
+// from a hostile or odd file must come back out as JSON that parses.
+func quoteJSON(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f || r == 0x2028 || r == 0x2029:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r) // invalid UTF-8 arrives as U+FFFD
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

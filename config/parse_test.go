@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -127,5 +128,16 @@ func TestParseDepthLimit(t *testing.T) {
 	_, es := parseCfg(t, src, Options{})
 	if len(es) != 1 || !strings.Contains(es[0].Msg, "nested") {
 		t.Fatalf("got %v, want one nesting error", es)
+	}
+}
+
+// TestQuoteJSON: every string, control characters and Go-only escapes
+// included, quotes to JSON that encoding/json reads back as the same text.
+func TestQuoteJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", "\x00\x01\x1f\x7f", "\a\v\f\b", `"quoted" \ back`, "\n\r\t", "😀 é \u2028\u2029", "zero_optimization"} {
+		var got string
+		if err := json.Unmarshal([]byte(quoteJSON(s)), &got); err != nil || got != s {
+			t.Errorf("quoteJSON(%q) = %s: reads back %q, %v", s, quoteJSON(s), got, err)
+		}
 	}
 }
