@@ -75,40 +75,9 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	ts := trainerState{Updates: r.updates, Skipped: r.skipped, Scheduler: r.sch.State(), Stage: r.stageState()}
-	if r.loader != nil {
-		ts.Data = r.loader.Save()
-	}
-	if r.scaler != nil {
-		st := r.scaler.State()
-		ts.Scaler = &st
-	}
-	raw, err := json.Marshal(ts)
+	meta, err := r.tagMetadata(step, tokens)
 	if err != nil {
 		return err
-	}
-	meta := checkpoint.Metadata{
-		Step: int64(step), Samples: int64(step) * int64(r.o.Batch.TrainBatchSize), Tokens: tokens,
-		WorldSize: r.world, Stage: r.o.Config.ZeRO.Stage, Precision: r.pdt.String(),
-		Model: checkpoint.ModelConfigOf(r.o.Model), Seed: r.o.Seed, DataPosition: raw,
-		RunID: r.runID, Fields: r.fields,
-	}
-	if r.base != nil {
-		meta.LoRA = checkpoint.LoRAConfigOf(r.o.LoRA.Config, r.o.LoRA.BaseName)
-	}
-	// The scheduler and loss-scaler states also sit under DeepSpeed's own
-	// key names, for people reading meta.json; the resume reads them from
-	// the trainer state above.
-	if meta.Scheduler, err = json.Marshal(ts.Scheduler); err != nil {
-		return err
-	}
-	if ts.Scaler != nil {
-		if meta.LossScaler, err = json.Marshal(ts.Scaler); err != nil {
-			return err
-		}
-	}
-	if r.o.ConfigText != "" {
-		meta.DeepSpeedConfig = r.o.ConfigText
 	}
 	if err := w.Finish(meta); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
@@ -295,4 +264,46 @@ func (r *run) restoreData(pos data.LoaderState) error {
 		pos.GroupTokens = r.loader.GroupTokens()
 	}
 	return r.loader.Restore(pos)
+}
+
+// tagMetadata is meta.json of the tag saved at step: the trainer state a
+// resume needs (updates, scheduler, loss scaler, data position, stage) and
+// what inspect and a resume check against (model, precision, run fields).
+func (r *run) tagMetadata(step int, tokens int64) (checkpoint.Metadata, error) {
+	ts := trainerState{Updates: r.updates, Skipped: r.skipped, Scheduler: r.sch.State(), Stage: r.stageState()}
+	if r.loader != nil {
+		ts.Data = r.loader.Save()
+	}
+	if r.scaler != nil {
+		st := r.scaler.State()
+		ts.Scaler = &st
+	}
+	raw, err := json.Marshal(ts)
+	if err != nil {
+		return checkpoint.Metadata{}, err
+	}
+	meta := checkpoint.Metadata{
+		Step: int64(step), Samples: int64(step) * int64(r.o.Batch.TrainBatchSize), Tokens: tokens,
+		WorldSize: r.world, Stage: r.o.Config.ZeRO.Stage, Precision: r.pdt.String(),
+		Model: checkpoint.ModelConfigOf(r.o.Model), Seed: r.o.Seed, DataPosition: raw,
+		RunID: r.runID, Fields: r.fields,
+	}
+	if r.base != nil {
+		meta.LoRA = checkpoint.LoRAConfigOf(r.o.LoRA.Config, r.o.LoRA.BaseName)
+	}
+	// The scheduler and loss-scaler states also sit under DeepSpeed's own
+	// key names, for people reading meta.json; the resume reads them from
+	// the trainer state above.
+	if meta.Scheduler, err = json.Marshal(ts.Scheduler); err != nil {
+		return checkpoint.Metadata{}, err
+	}
+	if ts.Scaler != nil {
+		if meta.LossScaler, err = json.Marshal(ts.Scaler); err != nil {
+			return checkpoint.Metadata{}, err
+		}
+	}
+	if r.o.ConfigText != "" {
+		meta.DeepSpeedConfig = r.o.ConfigText
+	}
+	return meta, nil
 }
