@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -92,11 +93,24 @@ type ModelConfig model.Config
 // String names the model the way the run's "model" field does.
 func (m ModelConfig) String() string { return model.Config(m).Describe() }
 
-// MarshalJSON records the config as the model package writes it.
-func (m ModelConfig) MarshalJSON() ([]byte, error) { return json.Marshal(model.Config(m)) }
+// MarshalJSON records the config as the model package writes it; a meta
+// without a model record (the zero config) writes null, which reads back
+// as the zero config, so every meta.json decodeMeta accepts re-encodes.
+func (m ModelConfig) MarshalJSON() ([]byte, error) {
+	if model.Config(m).Arch == 0 {
+		return []byte("null"), nil
+	}
+	return json.Marshal(model.Config(m))
+}
 
-// UnmarshalJSON reads and validates a recorded config.
-func (m *ModelConfig) UnmarshalJSON(b []byte) error { return (*model.Config)(m).UnmarshalJSON(b) }
+// UnmarshalJSON reads and validates a recorded config; null is none.
+func (m *ModelConfig) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		*m = ModelConfig{}
+		return nil
+	}
+	return (*model.Config)(m).UnmarshalJSON(b)
+}
 
 // ModelConfigOf converts a model.Config.
 func ModelConfigOf(c model.Config) ModelConfig { return ModelConfig(c) }
