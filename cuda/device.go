@@ -44,6 +44,12 @@ type Device struct {
 	// block until an event completes without holding the device thread.
 	waits      chan waitRequest
 	waiterDone chan struct{}
+	// waitMu orders AwaitEvent's sends against the waiter's shutdown:
+	// once waitClosed is set no request enters waits, and the waiter
+	// answers those already there with ErrClosed, so no AwaitEvent is
+	// left without an answer.
+	waitMu     sync.Mutex
+	waitClosed bool
 
 	// pending holds Enqueue's calls until the next job on the device
 	// thread runs them first, in order.
@@ -182,11 +188,20 @@ func (d *Device) waiter(started chan<- error) {
 			}
 			w.done <- err
 		case <-d.quit:
+			d.waitMu.Lock()
+			d.waitClosed = true
+			d.waitMu.Unlock()
+			for len(d.waits) > 0 {
+				(<-d.waits).done <- d.closedErr()
+			}
 			C.gt_cuCtxSetCurrent(d.drv.sym.ctxSetCurrent, 0)
 			return
 		}
 	}
 }
+
+// closedErr is what a wait on a closed device answers.
+func (d *Device) closedErr() error { return fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal) }
 
 // AwaitEvent waits for e's recorded work on the device's waiter thread
 // and delivers the outcome (nil, the work's failure, or ErrClosed) on the
@@ -197,10 +212,18 @@ func (d *Device) waiter(started chan<- error) {
 // they were recorded. Record e (in a Do) before the call.
 func (d *Device) AwaitEvent(e Event) <-chan error {
 	res := make(chan error, 1)
+	d.waitMu.Lock()
+	defer d.waitMu.Unlock()
+	if d.waitClosed {
+		res <- d.closedErr()
+		return res
+	}
+	// A full queue waits for room, or for Close (the waiter then takes
+	// waitMu, after this call gives it up, and answers what is queued).
 	select {
 	case d.waits <- waitRequest{e: e, done: res}:
-	case <-d.waiterDone:
-		res <- fmt.Errorf("%w (device %d)", ErrClosed, d.info.Ordinal)
+	case <-d.quit:
+		res <- d.closedErr()
 	}
 	return res
 }
