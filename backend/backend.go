@@ -78,20 +78,25 @@ type Backend interface {
 	// without learned positions, e.g. RoPE): out = wte[inp].
 	EncoderForward(out, inp, wte, wpe Buffer, B, T, C int)
 	// EncoderBackward: dwte[inp] += dout, dwpe[t] += dout (summed over B).
-	// dwpe may be the zero Buffer: only dwte is accumulated.
+	// dwpe may be the zero Buffer: only dwte is accumulated. Both zero
+	// (frozen embeddings): nothing is done.
 	EncoderBackward(dwte, dwpe, dout, inp Buffer, B, T, C int)
 
 	// LayerNormForward over N rows of C: out = (inp-mean)*rstd*weight + bias.
 	// mean and rstd are F32 (N) and saved for backward. eps = 1e-5.
 	LayerNormForward(out, mean, rstd, inp, weight, bias Buffer, N, C int)
 	// LayerNormBackward: dinp = ..., dweight += ..., dbias += ...
+	// dweight and dbias may both be the zero Buffer (a frozen norm): only
+	// dinp is computed.
 	LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd Buffer, N, C int)
 
 	// MatmulForward: out (N,OC) = inp (N,C) · weight(OC,C)ᵀ + bias (OC).
 	// bias may be the zero Buffer.
 	MatmulForward(out, inp, weight, bias Buffer, N, C, OC int)
 	// MatmulBackward: dinp (N,C) = dout·weight; dweight (OC,C) += doutᵀ·inp;
-	// dbias (OC) += Σ_rows dout. dinp or dbias may be the zero Buffer (skipped).
+	// dbias (OC) += Σ_rows dout. dinp, dweight or dbias may be the zero
+	// Buffer (skipped): a frozen weight costs no weight-gradient GEMM and no
+	// gradient memory.
 	MatmulBackward(dinp, dweight, dbias, dout, inp, weight Buffer, N, C, OC int)
 
 	// AttentionForward: causal self-attention with grouped key/value heads.

@@ -18,7 +18,7 @@ type DecoderOps interface {
 	// saved for backward; out = inp·rstd·weight.
 	RMSNormForward(out, rstd, inp, weight Buffer, N, C int, eps float32)
 	// RMSNormBackward: dinp = gradient w.r.t. inp (=); dweight += Σ_rows
-	// dout·inp·rstd.
+	// dout·inp·rstd (dweight may be the zero Buffer: a frozen norm).
 	RMSNormBackward(dinp, dweight, dout, inp, weight, rstd Buffer, N, C int)
 	// ResidualRMSNormForward: residual = a + b over N·C elements (residual
 	// may alias a or b), then RMSNormForward(out, rstd, residual, weight, N,
@@ -37,7 +37,8 @@ type DecoderOps interface {
 	// Buffer).
 	QKVRotaryForward(out, rstd, qkv, qnorm, knorm, cos, sin Buffer, B, T, NH, KV, HD int, eps float32)
 	// QKVRotaryBackward: dqkv = gradient w.r.t. the forward's qkv (=);
-	// dqnorm, dknorm += (when given). dqkv may alias dout when no norm is
+	// dqnorm, dknorm += (when given; with the norms they may still both be
+	// the zero Buffer, for frozen norms). dqkv may alias dout when no norm is
 	// given.
 	QKVRotaryBackward(dqkv, dqnorm, dknorm, dout, qkv, qnorm, knorm, rstd, cos, sin Buffer, B, T, NH, KV, HD int)
 

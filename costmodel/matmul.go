@@ -97,7 +97,7 @@ func matmulBackward(v view) []Part {
 			g.parts = append(g.parts, cast("dinp", N*C, backend.F32, dt))
 		}
 	}
-	if N > 0 && OC > 0 && C > 0 {
+	if v.has("dweight") && N > 0 && OC > 0 && C > 0 { // none for a frozen weight
 		u, db, xb := g.inputs("dout", "inp")
 		if dt := v.dt("dweight"); writable(dt, u) {
 			g.gemm("dweight", u, OC, C, N, db, xb, v.bytes("dweight"), true)

@@ -66,6 +66,9 @@ func formula(v view) ([]Part, bool) {
 	case "EncoderForward":
 		return encoderForward(v), true
 	case "EncoderBackward":
+		if !v.has("dwte") { // frozen embeddings: nothing runs
+			return nil, true
+		}
 		return encoderBackward(v), true
 	case "LayerNormForward":
 		return one(v.kernel("kernel layernorm forward", 8)), true
@@ -132,12 +135,14 @@ func formula(v view) ([]Part, bool) {
 	case "ResidualRMSNormForward":
 		return one(v.kernel("kernel residual+rmsnorm forward", 6)), true
 	case "RMSNormBackward":
-		// As LayerNorm's: dinp per row, then dweight through column partials.
-		return []Part{
-			v.kernel("kernel rmsnorm backward", 10),
-			{Name: "kernel rmsnorm dweight partial", Unit: CUDACores, FLOPs: 2 * float64(v.len("inp")), Calls: 1,
-				Bytes: v.bytes("dout") + v.bytes("inp") + v.bytes("rstd")},
-		}, true
+		// As LayerNorm's: dinp per row, then dweight through column
+		// partials (none for a frozen norm).
+		p := []Part{v.kernel("kernel rmsnorm backward", 10)}
+		if v.has("dweight") {
+			p = append(p, Part{Name: "kernel rmsnorm dweight partial", Unit: CUDACores, FLOPs: 2 * float64(v.len("inp")), Calls: 1,
+				Bytes: v.bytes("dout") + v.bytes("inp") + v.bytes("rstd")})
+		}
+		return p, true
 	case "QKVRotaryForward":
 		return one(v.kernel("kernel qkv norm+rotary forward", 8)), true
 	case "QKVRotaryBackward":
@@ -173,9 +178,13 @@ func encoderBackward(v view) []Part {
 
 func layerNormBackward(v view) []Part {
 	nc := float64(v.dim("N") * v.dim("C"))
+	dinp := Part{Name: "kernel layernorm dinp", Unit: CUDACores, FLOPs: 12 * nc, Calls: 1,
+		Bytes: v.bytes("dout") + v.bytes("inp") + v.bytes("weight") + v.bytes("mean") + v.bytes("rstd") + v.bytes("dinp")}
+	if !v.has("dweight") { // a frozen norm
+		return []Part{dinp}
+	}
 	return []Part{
-		{Name: "kernel layernorm dinp", Unit: CUDACores, FLOPs: 12 * nc, Calls: 1,
-			Bytes: v.bytes("dout") + v.bytes("inp") + v.bytes("weight") + v.bytes("mean") + v.bytes("rstd") + v.bytes("dinp")},
+		dinp,
 		// dweight and dbias: column partials per row chunk, then a
 		// reduction in chunk order (no float atomics); the partials are
 		// small next to the rows.

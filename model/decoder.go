@@ -248,7 +248,7 @@ func (m *Model) Backward(dlossScale float32) error {
 		if embP, embG, err = st.Acquire(0, true); err != nil {
 			return m.storeErr("acquire", 0, true, err)
 		}
-		if embG, err = m.frozenGrads(0, embG); err != nil {
+		if err = m.frozenGrads(0, embG); err != nil {
 			return err
 		}
 	}
@@ -256,7 +256,7 @@ func (m *Model) Backward(dlossScale float32) error {
 	if err != nil {
 		return m.storeErr("acquire", fin, true, err)
 	}
-	if finG, err = m.frozenGrads(fin, finG); err != nil {
+	if err = m.frozenGrads(fin, finG); err != nil {
 		return err
 	}
 	lnfw, _, head := m.finalViews(finP)
@@ -298,7 +298,7 @@ func (m *Model) Backward(dlossScale float32) error {
 		if err != nil {
 			return m.storeErr("acquire", l+1, true, err)
 		}
-		if gb, err = m.frozenGrads(l+1, gb); err != nil {
+		if err = m.frozenGrads(l+1, gb); err != nil {
 			return err
 		}
 		bw, bg, ba := m.blockViews(l, pb), m.blockViews(l, gb), m.blockActs(l)
@@ -331,7 +331,7 @@ func (m *Model) Backward(dlossScale float32) error {
 		if _, embG, err = st.Acquire(0, true); err != nil {
 			return m.storeErr("acquire", 0, true, err)
 		}
-		if embG, err = m.frozenGrads(0, embG); err != nil {
+		if err = m.frozenGrads(0, embG); err != nil {
 			return err
 		}
 	}

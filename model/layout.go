@@ -168,9 +168,9 @@ func (c Config) blockPrefix(l int) string {
 type span struct{ off, n int }
 
 // view is the span's slice of a group buffer, or the zero Buffer when the
-// tensor is absent.
+// tensor is absent or the buffer is (a frozen group's gradients).
 func (s span) view(b backend.Buffer) backend.Buffer {
-	if s.n == 0 {
+	if s.n == 0 || b.IsNil() {
 		return backend.Buffer{}
 	}
 	return b.Slice(s.off, s.n)

@@ -297,6 +297,13 @@ type LoRAOptions struct {
 	// Store supplies the adapters and their gradients, group l for block
 	// l, in Layout.AcquisitionOrder: a ZeRO engine over zero.LayoutOf(Layout).
 	Store ParamStore
+	// DType is the adapters' storage and compute type (the Store's
+	// parameter dtype); zero means the activations'. F32 adapters on a
+	// 16-bit model compute as PEFT's do: each adapted projection's input
+	// (and, in backward, its output gradient) is cast to fp32 once, both
+	// small GEMMs and their gradients run in fp32, and the fp32 result is
+	// added to the projection's 16-bit output with one rounding.
+	DType backend.DType
 }
 
 // loraState is what a model with adapters holds besides the adapters: the
@@ -304,6 +311,10 @@ type LoRAOptions struct {
 type loraState struct {
 	lay   *AdapterLayout
 	store ParamStore
+	dt    backend.DType              // the adapters' compute dtype
+	cast  bool                       // dt is not the activations' dtype: inputs are cast to it
+	xf    backend.Buffer             // cast: (N, max in), the projection's input in dt
+	df    backend.Buffer             // cast: (N, max out), its output gradient in dt
 	sel   [numSlots][]backend.Buffer // per module: S_i (m·r, r)
 	selT  [numSlots][]backend.Buffer // per module: S_iᵀ (r, m·r)
 	bufs  []backend.Buffer           // everything allocated, for Free
@@ -313,7 +324,6 @@ type loraState struct {
 	bbd   backend.Buffer             // (out, m·r)
 	dbbd  backend.Buffer             // (out, m·r)
 	tmp   backend.Buffer             // (out, r): one module's dB before it is added
-	sink  backend.Buffer             // frozen base: where its parameter gradients go, unread
 }
 
 // newLoRA builds the selectors of lo's layout on be.
@@ -325,7 +335,13 @@ func newLoRA(be backend.Backend, cfg Config, lo *LoRAOptions, dt backend.DType) 
 	if lay.cfg != cfg {
 		return nil, fmt.Errorf("model: the adapters were laid out for another model shape")
 	}
-	ls := &loraState{lay: lay, store: lo.Store}
+	if lo.DType != 0 {
+		if !lo.DType.IsFloat() {
+			return nil, fmt.Errorf("model: LoRA adapter dtype %s is not a float type", lo.DType)
+		}
+		dt = lo.DType
+	}
+	ls := &loraState{lay: lay, store: lo.Store, dt: dt}
 	r, s := lay.lora.R, float32(lay.lora.Scale())
 	for k := range numSlots {
 		mods := lay.slots[k].mods
@@ -369,20 +385,21 @@ func (ls *loraState) free(be backend.Backend) {
 	for _, b := range ls.bufs {
 		be.Free(b)
 	}
-	ls.bufs, ls.n, ls.sink = nil, 0, backend.Buffer{}
+	ls.bufs, ls.n = nil, 0
 }
 
-// reserve makes the scratch for N rows (and, for the frozen base's
-// gradients, one buffer of sink elements).
-func (ls *loraState) reserve(be backend.Backend, dt backend.DType, N int) error {
+// reserve makes the scratch for N rows, given the activations' dtype.
+func (ls *loraState) reserve(be backend.Backend, act backend.DType, N int) error {
 	if ls.n >= N {
 		return nil
 	}
-	maxMR, maxW, maxOut := 1, 1, 1
+	dt := ls.dt
+	ls.cast = dt != act
+	maxMR, maxW, maxIn, maxOut := 1, 1, 1, 1
 	for _, sl := range ls.lay.slots {
 		maxMR = max(maxMR, len(sl.mods)*ls.lay.lora.R)
 		if len(sl.mods) > 0 {
-			maxW, maxOut = max(maxW, sl.in, sl.out), max(maxOut, sl.out)
+			maxW, maxIn, maxOut = max(maxW, sl.in, sl.out), max(maxIn, sl.in), max(maxOut, sl.out)
 		}
 	}
 	r := ls.lay.lora.R
@@ -397,13 +414,18 @@ func (ls *loraState) reserve(be backend.Backend, dt backend.DType, N int) error 
 	}
 	u, du, y := alloc(backend.Activations, N*maxMR), alloc(backend.Activations, N*maxMR), alloc(backend.Activations, N*maxW)
 	bbd, dbbd, tmp := alloc(backend.Workspace, maxOut*maxMR), alloc(backend.Workspace, maxOut*maxMR), alloc(backend.Workspace, maxOut*r)
-	if len(bufs) != 6 {
+	want := 6
+	var xf, df backend.Buffer
+	if ls.cast {
+		xf, df, want = alloc(backend.Activations, N*maxIn), alloc(backend.Activations, N*maxOut), 8
+	}
+	if len(bufs) != want {
 		for _, b := range bufs {
 			be.Free(b)
 		}
 		return fmt.Errorf("model: LoRA scratch for %d rows: out of memory in the device pool", N)
 	}
-	ls.u, ls.du, ls.y, ls.bbd, ls.dbbd, ls.tmp = u, du, y, bbd, dbbd, tmp
+	ls.u, ls.du, ls.y, ls.bbd, ls.dbbd, ls.tmp, ls.xf, ls.df = u, du, y, bbd, dbbd, tmp, xf, df
 	ls.bufs = append(ls.bufs, bufs...)
 	ls.n = N
 	return nil
@@ -434,6 +456,7 @@ func (m *Model) loraForward(k int, out, x, w backend.Buffer, N int) {
 	be, sl := m.be, &ls.lay.slots[k]
 	mr := len(sl.mods) * ls.lay.lora.R
 	u, y := ls.u.Slice(0, N*mr), ls.y.Slice(0, N*sl.out)
+	x = ls.castIn(be, ls.xf, x, N*sl.in)
 	be.MatmulForward(u, x, w.Slice(sl.aOff, mr*sl.in), backend.Buffer{}, N, sl.in, mr)
 	m.buildBbd(k, w)
 	be.MatmulForward(y, u, ls.bbd.Slice(0, sl.out*mr), backend.Buffer{}, N, mr, sl.out)
@@ -451,6 +474,7 @@ func (m *Model) loraBackward(k int, dx, dout, x, w, g backend.Buffer, N int) {
 	be, sl, r := m.be, &ls.lay.slots[k], ls.lay.lora.R
 	mr := len(sl.mods) * r
 	u, du, dxl := ls.u.Slice(0, N*mr), ls.du.Slice(0, N*mr), ls.y.Slice(0, N*sl.in)
+	x, dout = ls.castIn(be, ls.xf, x, N*sl.in), ls.castIn(be, ls.df, dout, N*sl.out)
 	aCat := w.Slice(sl.aOff, mr*sl.in)
 	be.MatmulForward(u, x, aCat, backend.Buffer{}, N, sl.in, mr)
 	m.buildBbd(k, w)
@@ -466,41 +490,26 @@ func (m *Model) loraBackward(k int, dx, dout, x, w, g backend.Buffer, N int) {
 	be.Add(dx, dx, dxl, N*sl.in)
 }
 
-// frozenGrads is where a frozen group's parameter gradients go: a
-// workspace the model never reads (the backend's matmul backward always
-// writes its weight gradient), cleared so it cannot overflow. Group 0 and
-// the others get disjoint parts, since a tied head uses both at once.
-func (m *Model) frozenGrads(g int, grads backend.Buffer) (backend.Buffer, error) {
-	if !grads.IsNil() {
-		return grads, nil
+// castIn returns src (n elements) in the adapters' dtype: src itself, or
+// its cast into scratch.
+func (ls *loraState) castIn(be backend.Backend, scratch, src backend.Buffer, n int) backend.Buffer {
+	if !ls.cast {
+		return src
 	}
-	if m.lora == nil {
-		return grads, fmt.Errorf("model: the store gave no gradient buffer for group %d, and only a model with LoRA adapters trains with a frozen base", g)
+	dst := scratch.Slice(0, n)
+	be.Copy(dst, src)
+	return dst
+}
+
+// frozenGrads checks the gradient buffer the store gave for group g: the
+// zero Buffer means a frozen group, whose views are all the zero Buffer and
+// whose ops then skip their weight gradients (no GEMM, no memory), which
+// only a model with LoRA adapters may ask for.
+func (m *Model) frozenGrads(g int, grads backend.Buffer) error {
+	if grads.IsNil() && m.lora == nil {
+		return fmt.Errorf("model: the store gave no gradient buffer for group %d, and only a model with LoRA adapters trains with a frozen base", g)
 	}
-	lay := m.layout
-	_, n0 := lay.GroupRange(0)
-	rest := 0
-	for k := 1; k < lay.NumGroups(); k++ {
-		_, n := lay.GroupRange(k)
-		rest = max(rest, n)
-	}
-	ls := m.lora
-	if ls.sink.IsNil() {
-		b, err := m.be.Alloc(backend.Device, backend.Workspace, m.opts.ActDType, n0+rest)
-		if err != nil {
-			return grads, fmt.Errorf("model: workspace for the frozen base's discarded gradients (%d elements): %w", n0+rest, err)
-		}
-		ls.sink = b
-		ls.bufs = append(ls.bufs, b)
-	}
-	off, n := 0, n0
-	if g != 0 {
-		_, n = lay.GroupRange(g)
-		off = n0
-	}
-	s := ls.sink.Slice(off, n)
-	m.be.Zero(s)
-	return s, nil
+	return nil
 }
 
 // acquireAdapters acquires block l's adapters (and, for backward, their

@@ -109,6 +109,9 @@ func testRMSNorm(h *harness, ops backend.DecoderOps, s decoderShape, dc dtypeCas
 		gotI, gotW := h.get(dinp), h.get(dweight)
 		check(h.t, "dinp", gotI, gi, tolFor(dc.act, gi, 1e-5))
 		check(h.t, "dweight", gotW, add(dweightV, gw), tolFor(dc.param, add(dweightV, gw), 1e-5))
+		frozen, _ := h.put(dc.act, nanFill(N*C)) // a frozen norm: the same dinp
+		ops.RMSNormBackward(frozen, backend.Buffer{}, dout, inp, weight, rstd, N, C)
+		same(h.t, "dinp of a frozen norm", h.get(frozen), gotI)
 
 		if s.finiteDiffOK && dc.act == backend.F32 && dc.param == backend.F32 {
 			o, r := make([]float64, N*C), make([]float64, N)
@@ -277,6 +280,9 @@ func testQKVRotary(h *harness, ops backend.DecoderOps, s decoderShape, dc dtypeC
 		check(h.t, "normed dqkv", got, g, tolFor(dc.act, g, 1e-5))
 		check(h.t, "dqnorm", gotQ, add(dqnormV, gq), tolFor(dc.param, add(dqnormV, gq), 1e-5))
 		check(h.t, "dknorm", gotK, add(dknormV, gk), tolFor(dc.param, add(dknormV, gk), 1e-5))
+		frozen, _ := h.put(dc.act, nanFill(n)) // frozen norms: the same dqkv
+		ops.QKVRotaryBackward(frozen, none, none, dout, qkv, qnorm, knorm, rstd, cos, sin, B, T, NH, KV, HD)
+		same(h.t, "normed dqkv with frozen norms", h.get(frozen), got)
 
 		if fdOK {
 			o, r := make([]float64, n), make([]float64, nr)

@@ -228,3 +228,25 @@ func add(a, b []float64) []float64 {
 	}
 	return s
 }
+
+// same fails unless got equals want exactly, element by element: the
+// same op on the same inputs must give the same bits whatever optional
+// outputs it was also asked for.
+func same(t *testing.T, name string, got, want []float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
+	}
+	bad := 0
+	for i := range got {
+		if got[i] != want[i] && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
+			if bad < 3 {
+				t.Errorf("%s: [%d] = %.9g, want %.9g", name, i, got[i], want[i])
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d values differ", name, bad, len(got))
+	}
+}

@@ -46,6 +46,9 @@ func testLayerNorm(t *testing.T, nb func(*testing.T) backend.Backend) {
 		check(h.t, "dinp", gotI, gi, tolFor(dc.act, gi, 1e-5))
 		check(h.t, "dweight", gotW, add(dweightV, gw), tolFor(dc.param, add(dweightV, gw), 1e-5))
 		check(h.t, "dbias", gotB, add(dbiasV, gb), tolFor(dc.param, add(dbiasV, gb), 1e-5))
+		frozen, _ := h.put(dc.act, nanFill(N*C)) // a frozen norm: the same dinp, no gradients
+		h.be.LayerNormBackward(frozen, backend.Buffer{}, backend.Buffer{}, dout, inp, weight, mean, rstd, N, C)
+		same(h.t, "dinp of a frozen norm", h.get(frozen), gotI)
 
 		if s.finiteDiffOK && dc.act == backend.F32 && dc.param == backend.F32 {
 			o, m, r := make([]float64, N*C), make([]float64, N), make([]float64, N)

@@ -78,6 +78,11 @@ func testMatmulCase(h *harness, mc matmulCase, dc dtypeCase) {
 		gotB = h.get(dbias)
 		check(h.t, "dbias", gotB, add(dbiasV, gb), tolFor(dc.param, add(dbiasV, gb), 1e-5))
 	}
+	if mc.dinp { // a frozen weight: no weight or bias gradient, the same dinp
+		frozen, _ := h.put(dc.act, nanFill(N*C))
+		h.be.MatmulBackward(frozen, backend.Buffer{}, backend.Buffer{}, dout, inp, weight, N, C, OC)
+		same(h.t, "dinp with a frozen weight", h.get(frozen), gotI)
+	}
 
 	if mc.finiteDiffOK && dc.act == backend.F32 && dc.param == backend.F32 {
 		o := make([]float64, N*OC)

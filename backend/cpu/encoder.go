@@ -52,9 +52,15 @@ func (be *Backend) EncoderForward(out, inp, wte, wpe backend.Buffer, B, T, C int
 // which is race-free and sums in a fixed order. Positions holding the same
 // token are visited together so each dwte row is loaded and stored once (one
 // rounding per row for 16-bit gradients). Without dwpe only dwte is
-// accumulated.
+// accumulated; without either (frozen embeddings) nothing is done.
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, inp backend.Buffer, B, T, C int) {
 	const op = "EncoderBackward"
+	if dwte.IsNil() {
+		if !dwpe.IsNil() {
+			panic("cpu: " + op + ": dwpe without dwte")
+		}
+		return // frozen embeddings
+	}
 	checkLen(op, "dout", dout, B*T*C)
 	checkLen(op, "inp", inp, B*T)
 	ids := i32s(op, inp)

@@ -59,19 +59,23 @@ func (be *Backend) LayerNormForward(out, mean, rstd, inp, weight, bias backend.B
 // LayerNormBackward implements backend.Backend. With n = (x−mean)·rstd and
 // g = weight·dout: dinp = rstd·(g − mean(g) − n·mean(g·n)), dweight += Σ n·dout,
 // dbias += Σ dout. Rows are split across goroutines; each sums its own
-// dweight/dbias partials, which are then added in chunk order.
+// dweight/dbias partials, which are then added in chunk order. Zero dweight
+// and dbias (a frozen norm) leave the partials unused.
 func (be *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd backend.Buffer, N, C int) {
 	const op = "LayerNormBackward"
 	checkLen(op, "dinp", dinp, N*C)
 	checkLen(op, "dout", dout, N*C)
 	checkLen(op, "inp", inp, N*C)
-	checkLen(op, "dweight", dweight, C)
-	checkLen(op, "dbias", dbias, C)
+	frozen := dweight.IsNil() && dbias.IsNil()
+	if !frozen {
+		checkLen(op, "dweight", dweight, C)
+		checkLen(op, "dbias", dbias, C)
+	}
 	checkLen(op, "weight", weight, C)
 	checkLen(op, "mean", mean, N)
 	checkLen(op, "rstd", rstd, N)
 	mv, rv := f32s(op, mean), f32s(op, rstd)
-	div, dwv, dbv := floatView(op, dinp), floatView(op, dweight), floatView(op, dbias)
+	div := floatView(op, dinp)
 	dov, iv, wv := floatView(op, dout), floatView(op, inp), floatView(op, weight)
 
 	k := be.chunks(N, rowGrain(C))
@@ -106,8 +110,10 @@ func (be *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, me
 			div.vstore(r*C, o)
 		}
 	})
-	addPartials(dwv, partial, k, C, 0)
-	addPartials(dbv, partial, k, C, C)
+	if !frozen {
+		addPartials(floatView(op, dweight), partial, k, C, 0)
+		addPartials(floatView(op, dbias), partial, k, C, C)
+	}
 }
 
 // addPartials adds, in chunk order, the k per-chunk vectors of length C found

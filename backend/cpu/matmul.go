@@ -52,13 +52,13 @@ func (be *Backend) MatmulForward(out, inp, weight, bias backend.Buffer, N, C, OC
 
 // MatmulBackward implements backend.Backend with two GEMMs (dinp = dout·W
 // with beta=0, dweight += doutᵀ·inp with beta=1) and a parallel column sum
-// for dbias. bf16 operands go to the bf16 GEMM as they are.
+// for dbias; a zero dweight (a frozen weight) skips its GEMM. bf16 operands
+// go to the bf16 GEMM as they are.
 func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend.Buffer, N, C, OC int) {
 	const op = "MatmulBackward"
 	checkLen(op, "dout", dout, N*OC)
 	checkLen(op, "inp", inp, N*C)
 	checkLen(op, "weight", weight, OC*C)
-	checkLen(op, "dweight", dweight, OC*C)
 	dov := floatView(op, dout)
 	// d is dout in fp32, made only for the fp32 GEMMs.
 	var d []float32
@@ -116,6 +116,10 @@ func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backen
 		}
 		be.narrow(div, di)
 	}
+	if dweight.IsNil() { // a frozen weight: no gradient, no GEMM
+		return
+	}
+	checkLen(op, "dweight", dweight, OC*C)
 	dwv, iv := floatView(op, dweight), floatView(op, inp)
 	dw := be.widen(dwv, OC*C)
 	if d16, x16, ok := be.bf16Pair(op, dout, inp); ok {

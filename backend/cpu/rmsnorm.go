@@ -53,13 +53,12 @@ func rmsRstd(x []float32, eps float32) float32 {
 func (be *Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd backend.Buffer, N, C int) {
 	const op = "RMSNormBackward"
 	checkLen(op, "dinp", dinp, N*C)
-	checkLen(op, "dweight", dweight, C)
 	checkLen(op, "dout", dout, N*C)
 	checkLen(op, "inp", inp, N*C)
 	checkLen(op, "weight", weight, C)
 	checkLen(op, "rstd", rstd, N)
 	rv := f32s(op, rstd)
-	div, dwv := floatView(op, dinp), floatView(op, dweight)
+	div := floatView(op, dinp)
 	dov, iv, wv := floatView(op, dout), floatView(op, inp), floatView(op, weight)
 	k := be.chunks(N, rowGrain(C))
 	partial := make([]float32, k*C)
@@ -75,7 +74,10 @@ func (be *Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd backen
 			div.vstore(r*C, o)
 		}
 	})
-	addChunkSums(dwv, partial, k, C)
+	if !dweight.IsNil() { // zero for a frozen norm
+		checkLen(op, "dweight", dweight, C)
+		addChunkSums(floatView(op, dweight), partial, k, C)
+	}
 }
 
 // addChunkSums adds the k per-chunk vectors of length C in partial to dst,

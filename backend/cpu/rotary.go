@@ -82,13 +82,15 @@ func (be *Backend) QKVRotaryForward(out, rstd, qkv, qnorm, knorm, cos, sin backe
 // The rotation's transpose is the rotation by −angle; with norms the rotated
 // gradient goes through the RMSNorm backward row kernel over each head's HD
 // elements, and each chunk sums its own dqnorm and dknorm partials, added in
-// chunk order. Without norms dqkv may alias dout.
+// chunk order (zero dqnorm and dknorm, frozen norms, leave them unused).
+// Without norms dqkv may alias dout.
 func (be *Backend) QKVRotaryBackward(dqkv, dqnorm, dknorm, dout, qkv, qnorm, knorm, rstd, cos, sin backend.Buffer, B, T, NH, KV, HD int) {
 	const op = "QKVRotaryBackward"
 	norms := checkRotary(op, rstd, qnorm, knorm, cos, sin, qkv, B, T, NH, KV, HD)
-	if dqnorm.IsNil() == norms || dknorm.IsNil() == norms {
-		panic("cpu: " + op + ": dqnorm and dknorm must be given exactly when the norms are")
+	if dqnorm.IsNil() != dknorm.IsNil() || (!norms && !dqnorm.IsNil()) {
+		panic("cpu: " + op + ": dqnorm and dknorm go together, and only with the norms")
 	}
+	frozen := dqnorm.IsNil() // norms without gradients: frozen weights
 	W := (NH + 2*KV) * HD
 	checkLen(op, "dqkv", dqkv, B*T*W)
 	checkLen(op, "dout", dout, B*T*W)
@@ -100,11 +102,13 @@ func (be *Backend) QKVRotaryBackward(dqkv, dqnorm, dknorm, dout, qkv, qnorm, kno
 	var k int
 	var partial []float32 // chunk w: dqnorm at [2w·HD, 2w·HD+HD), dknorm after
 	if norms {
-		checkLen(op, "dqnorm", dqnorm, HD)
-		checkLen(op, "dknorm", dknorm, HD)
 		rv = f32s(op, rstd)
 		qv, qnv, knv = floatView(op, qkv), floatView(op, qnorm), floatView(op, knorm)
-		dqv, dkv = floatView(op, dqnorm), floatView(op, dknorm)
+		if !frozen {
+			checkLen(op, "dqnorm", dqnorm, HD)
+			checkLen(op, "dknorm", dknorm, HD)
+			dqv, dkv = floatView(op, dqnorm), floatView(op, dknorm)
+		}
 		k = be.chunks(B*T, rowGrain(W))
 		partial = make([]float32, 2*k*HD)
 	}
@@ -143,7 +147,7 @@ func (be *Backend) QKVRotaryBackward(dqkv, dqnorm, dknorm, dout, qkv, qnorm, kno
 			dv.vstore(tok*W, o)
 		}
 	})
-	if norms {
+	if norms && !frozen {
 		addPartials(dqv, partial, k, HD, 0)
 		addPartials(dkv, partial, k, HD, HD)
 	}

@@ -29,8 +29,15 @@ func (b *Backend) EncoderForward(out, inp, wte, wpe backend.Buffer, B, T, C int)
 // positions are grouped by token on the device (a stable ranking), then
 // each dwte row receives its positions' dout rows in position order, as
 // the CPU backend sums them; dwpe (when given) sums over b in order.
+// Without dwte (frozen embeddings) nothing is done.
 func (b *Backend) EncoderBackward(dwte, dwpe, dout, inp backend.Buffer, B, T, C int) {
 	const op = "encoder backward"
+	if dwte.IsNil() {
+		if !dwpe.IsNil() {
+			panic("cuda: " + op + ": dwpe without dwte")
+		}
+		return // frozen embeddings
+	}
 	if b.hostOp(op, dwte, dwpe, dout, inp) {
 		b.host.EncoderBackward(dwte, dwpe, dout, inp, B, T, C)
 		return

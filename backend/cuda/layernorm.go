@@ -50,7 +50,7 @@ func (b *Backend) ResidualLayerNormForward(residual, out, mean, rstd, x, y, weig
 // LayerNormBackward implements backend.Backend: dinp one warp per row;
 // dweight and dbias accumulate column sums computed as per-chunk partials
 // in device scratch and then added in chunk order (deterministic, no
-// float atomics).
+// float atomics); zero dweight and dbias (a frozen norm) skip them.
 func (b *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd backend.Buffer, N, C int) {
 	const op = "layernorm backward"
 	if b.hostOp(op, dinp, dweight, dbias, dout, inp, weight, mean, rstd) {
@@ -60,13 +60,16 @@ func (b *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mea
 	needLen(op, "dinp", dinp, N*C)
 	needLen(op, "dout", dout, N*C)
 	needLen(op, "inp", inp, N*C)
-	needLen(op, "dweight", dweight, C)
-	needLen(op, "dbias", dbias, C)
 	needLen(op, "weight", weight, C)
 	needLen(op, "mean", mean, N)
 	needLen(op, "rstd", rstd, N)
 	d, x, m, r := b.t(op, dout), b.t(op, inp), b.t(op, mean), b.t(op, rstd)
 	b.check(op, b.k.LayerNormBackwardDinp(b.stream, b.t(op, dinp), d, x, b.t(op, weight), m, r, N, C))
+	if dweight.IsNil() && dbias.IsNil() { // a frozen norm
+		return
+	}
+	needLen(op, "dweight", dweight, C)
+	needLen(op, "dbias", dbias, C)
 	partial, release, ok := b.scratch(kernels.F32, kernels.LayerNormPartialLen(N, C))
 	if !ok {
 		return

@@ -147,7 +147,8 @@ func (b *Backend) MatmulForward(out, inp, weight, bias backend.Buffer, N, C, OC 
 
 // MatmulBackward implements backend.Backend with two GEMMs (dinp = dout·W
 // with beta = 0, dweight += doutᵀ·inp with beta = 1) and a deterministic
-// two-pass column sum for dbias.
+// two-pass column sum for dbias; a zero dweight (a frozen weight) skips its
+// GEMM.
 func (b *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend.Buffer, N, C, OC int) {
 	const op = "matmul backward"
 	if b.hostOp(op, dinp, dweight, dbias, dout, inp, weight) {
@@ -157,7 +158,9 @@ func (b *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend
 	needLen(op, "dout", dout, N*OC)
 	needLen(op, "inp", inp, N*C)
 	needLen(op, "weight", weight, OC*C)
-	needLen(op, "dweight", dweight, OC*C)
+	if !dweight.IsNil() {
+		needLen(op, "dweight", dweight, OC*C)
+	}
 	if !dinp.IsNil() {
 		needLen(op, "dinp", dinp, N*C)
 	}
@@ -191,7 +194,7 @@ func (b *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend
 			b.check(op, b.k.Cast(b.stream, di, c, N*C))
 		}
 	}
-	if N > 0 && OC > 0 && C > 0 {
+	if !dweight.IsNil() && N > 0 && OC > 0 && C > 0 {
 		dw := b.t(op, dweight)
 		dd, x, bf16 := g.inputs(d, b.t(op, inp), N*OC, N*C)
 		c := dw

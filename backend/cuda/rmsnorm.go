@@ -64,6 +64,7 @@ func (b *Backend) ResidualRMSNormForward(residual, out, rstd, x, y, weight backe
 // column sums computed as per-chunk partials in device scratch, then
 // added in chunk order (deterministic, no float atomics); dinp is one warp
 // per row. The partials are taken first, so dinp may alias dout or inp.
+// A zero dweight (a frozen norm) skips them.
 func (b *Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd backend.Buffer, N, C int) {
 	const op = "rmsnorm backward"
 	if b.hostOp(op, dinp, dweight, dout, inp, weight, rstd) {
@@ -75,16 +76,18 @@ func (b *Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd backend
 	needLen(op, "dinp", dinp, N*C)
 	needLen(op, "dout", dout, N*C)
 	needLen(op, "inp", inp, N*C)
-	needLen(op, "dweight", dweight, C)
 	needLen(op, "weight", weight, C)
 	needLen(op, "rstd", rstd, N)
 	d, x, r := b.t(op, dout), b.t(op, inp), b.t(op, rstd)
-	partial, release, ok := b.scratch(kernels.F32, kernels.RMSNormPartialLen(N, C))
-	if !ok {
-		return
+	if !dweight.IsNil() { // zero for a frozen norm
+		needLen(op, "dweight", dweight, C)
+		partial, release, ok := b.scratch(kernels.F32, kernels.RMSNormPartialLen(N, C))
+		if !ok {
+			return
+		}
+		defer release()
+		b.check(op, b.k.RMSNormBackwardPartial(b.stream, partial, d, x, r, N, C))
+		b.check(op, b.k.MatmulDbiasReduce(b.stream, b.t(op, dweight), partial, N, C))
 	}
-	defer release()
-	b.check(op, b.k.RMSNormBackwardPartial(b.stream, partial, d, x, r, N, C))
-	b.check(op, b.k.MatmulDbiasReduce(b.stream, b.t(op, dweight), partial, N, C))
 	b.check(op, b.k.RMSNormBackwardDinp(b.stream, b.t(op, dinp), d, x, b.t(op, weight), r, N, C))
 }

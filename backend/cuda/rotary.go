@@ -66,13 +66,13 @@ func (b *Backend) QKVRotaryBackward(dqkv, dqnorm, dknorm, dout, qkv, qnorm, knor
 		return
 	}
 	norms := rotaryShape(op, rstd, qnorm, knorm, cos, sin, qkv, B, T, NH, KV, HD)
-	if dqnorm.IsNil() == norms || dknorm.IsNil() == norms {
-		panic("cuda: " + op + ": dqnorm and dknorm must be given exactly when the norms are")
+	if dqnorm.IsNil() != dknorm.IsNil() || (!norms && !dqnorm.IsNil()) {
+		panic("cuda: " + op + ": dqnorm and dknorm go together, and only with the norms")
 	}
 	needLen(op, "dqkv", dqkv, qkv.Len())
 	needLen(op, "dout", dout, qkv.Len())
 	d, x, c, s := b.t(op, dout), b.t(op, qkv), b.t(op, cos), b.t(op, sin)
-	if norms && B*T > 0 && HD > 0 {
+	if !dqnorm.IsNil() && B*T > 0 && HD > 0 { // zero for frozen norms
 		needLen(op, "dqnorm", dqnorm, HD)
 		needLen(op, "dknorm", dknorm, HD)
 		n := kernels.RotaryPartialLen(B*T, HD)

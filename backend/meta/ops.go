@@ -67,7 +67,7 @@ func (be *Backend) EncoderForward(outp, inp, wte, wpe backend.Buffer, B, T, C in
 // EncoderBackward implements backend.Backend.
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, inp backend.Buffer, B, T, C int) {
 	be.call("EncoderBackward", dims("B", B, "T", T, "C", C),
-		anyLen("dwte", dwte, true), opt(anyLen("dwpe", dwpe, true)), in("dout", dout, B*T*C), in("inp", inp, B*T))
+		opt(anyLen("dwte", dwte, true)), opt(anyLen("dwpe", dwpe, true)), in("dout", dout, B*T*C), in("inp", inp, B*T))
 }
 
 // LayerNormForward implements backend.Backend.
@@ -78,7 +78,7 @@ func (be *Backend) LayerNormForward(outp, mean, rstd, inp, weight, bias backend.
 
 // LayerNormBackward implements backend.Backend.
 func (be *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd backend.Buffer, N, C int) {
-	be.call("LayerNormBackward", dims("N", N, "C", C), out("dinp", dinp, N*C), out("dweight", dweight, C), out("dbias", dbias, C),
+	be.call("LayerNormBackward", dims("N", N, "C", C), out("dinp", dinp, N*C), opt(out("dweight", dweight, C)), opt(out("dbias", dbias, C)),
 		in("dout", dout, N*C), in("inp", inp, N*C), in("weight", weight, C), in("mean", mean, N), in("rstd", rstd, N))
 }
 
@@ -96,7 +96,7 @@ func (be *Backend) MatmulForward(outp, inp, weight, bias backend.Buffer, N, C, O
 
 // MatmulBackward implements backend.Backend.
 func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend.Buffer, N, C, OC int) {
-	be.call("MatmulBackward", dims("N", N, "C", C, "OC", OC), opt(out("dinp", dinp, N*C)), out("dweight", dweight, OC*C),
+	be.call("MatmulBackward", dims("N", N, "C", C, "OC", OC), opt(out("dinp", dinp, N*C)), opt(out("dweight", dweight, OC*C)),
 		opt(out("dbias", dbias, OC)), in("dout", dout, N*OC), in("inp", inp, N*C), in("weight", weight, OC*C))
 }
 
@@ -199,7 +199,7 @@ func (be *Backend) RMSNormForward(outp, rstd, inp, weight backend.Buffer, N, C i
 
 // RMSNormBackward implements backend.DecoderOps.
 func (be *Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd backend.Buffer, N, C int) {
-	be.call("RMSNormBackward", dims("N", N, "C", C), out("dinp", dinp, N*C), out("dweight", dweight, C), in("dout", dout, N*C),
+	be.call("RMSNormBackward", dims("N", N, "C", C), out("dinp", dinp, N*C), opt(out("dweight", dweight, C)), in("dout", dout, N*C),
 		in("inp", inp, N*C), in("weight", weight, C), in("rstd", rstd, N))
 }
 
