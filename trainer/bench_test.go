@@ -30,8 +30,10 @@ func BenchmarkTrainQwen3TinyB8T256(b *testing.B) { benchTrain(b, qwen3Tiny, 8, 2
 
 // LoRA fine-tuning of the same Qwen3-shaped model, next to the full run
 // above: adapters of rank 16 on every linear layer (PEFT's all-linear) on
-// the frozen base. Its tokens/s and MFU count the model's full training
-// FLOPs (FlopsPerToken), as the full run's do, so the two compare directly.
+// the frozen base. Its GFLOP/s and MFU count the model's full training
+// FLOPs (FlopsPerToken), as the full run's do, so the two compare as
+// throughput; LoRA executes fewer (no weight-gradient GEMM for the frozen
+// base), so its MFU is a throughput equivalent, not hardware utilisation.
 func BenchmarkTrainQwen3TinyLoRAB8T256(b *testing.B) {
 	benchTrainWith(b, qwen3Tiny, 8, 256, 3, &trainer.LoRAOptions{Config: model.LoRA{R: 16, Alpha: 32, Target: []string{"all-linear"}}})
 }

@@ -102,6 +102,9 @@ type EstimateOptions struct {
 	// LoRA, when set, estimates LoRA fine-tuning with these adapters: a
 	// frozen base and the adapters' gradients, master and moments only.
 	LoRA *model.LoRA
+	// LoRAFP32 keeps the adapters in fp32 on a 16-bit base
+	// (LoRAOptions.FP32).
+	LoRAFP32 bool
 }
 
 // Estimate computes one rank's memory for training m with cfg over world
@@ -142,7 +145,7 @@ func Estimate(cfg *config.Config, m model.Config, world, seqLen int, opts Estima
 	hostCkpt := ckpt && cfg.ActivationCheckpointing.CPUCheckpointing
 	o := Options{Config: cfg, Batch: batch, Model: m, SeqLen: seqLen, MaxSteps: estimateSteps, Checkpoint: ckpt, CheckpointHost: hostCkpt}
 	if opts.LoRA != nil {
-		o.LoRA = &LoRAOptions{Config: *opts.LoRA}
+		o.LoRA = &LoRAOptions{Config: *opts.LoRA, FP32: opts.LoRAFP32}
 	}
 	used, err := measureOnMeta(o)
 	if err != nil {

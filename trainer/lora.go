@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/checkpoint"
 	"github.com/gotrain/gotrain/model"
 	"github.com/gotrain/gotrain/zero"
@@ -29,6 +30,11 @@ type LoRAOptions struct {
 	// BaseName is written as base_model_name_or_path in the saved
 	// adapter_config.json (the --init-from snapshot, usually).
 	BaseName string
+	// FP32 keeps the adapters in fp32 (storage, compute and the saved
+	// file) on a bf16 or fp16 base, as PEFT's get_peft_model does by
+	// default; otherwise they take the run's precision with fp32 master
+	// weights, as DeepSpeed's engine casting the whole module does.
+	FP32 bool
 }
 
 // buildLoRA makes the frozen base's engine and the adapters' engine and
@@ -44,12 +50,16 @@ func (r *run) buildLoRA(lay *model.Layout, zo zero.Options, mopts *model.Options
 	if r.base, err = zero.New(r.cctx, r.be, r.c, zero.LayoutOf(lay), bo); err != nil {
 		return err
 	}
-	if r.eng, err = zero.NewBeside(r.base, zero.LayoutOf(alay), zo); err != nil {
+	ao := zo
+	if lo.FP32 {
+		ao.ParamDType, ao.GradAccumDType = backend.F32, backend.F32
+	}
+	if r.eng, err = zero.NewBeside(r.base, zero.LayoutOf(alay), ao); err != nil {
 		return err
 	}
-	r.adapters = alay
+	r.adapters, r.adt = alay, ao.ParamDType
 	mopts.Store = r.base
-	mopts.LoRA = &model.LoRAOptions{Layout: alay, Store: r.eng}
+	mopts.LoRA = &model.LoRAOptions{Layout: alay, Store: r.eng, DType: ao.ParamDType}
 	return nil
 }
 
@@ -84,7 +94,7 @@ func (r *run) saveAdapter() (string, error) {
 	if r.rank != 0 || r.o.OutputDir == "" {
 		return "", nil
 	}
-	if err := model.SaveAdapter(r.o.OutputDir, r.adapters, host, r.pdt, r.o.LoRA.BaseName); err != nil {
+	if err := model.SaveAdapter(r.o.OutputDir, r.adapters, host, r.adt, r.o.LoRA.BaseName); err != nil {
 		return "", err
 	}
 	return filepath.Join(r.o.OutputDir, model.AdapterWeightsFile), nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/backend/cpu"
 	"github.com/gotrain/gotrain/blas"
 	"github.com/gotrain/gotrain/checkpoint"
@@ -52,6 +53,47 @@ func TestLoRARunWritesPEFTAdapter(t *testing.T) {
 	}
 	if _, err := model.OpenSafetensors(filepath.Join(out, "model.safetensors")); err == nil {
 		t.Error("a LoRA run wrote the full model")
+	}
+}
+
+// TestLoRAFP32AdaptersFile: a bf16 LoRA run on 2 ranks at ZeRO-2 writes its
+// adapter as PEFT does on a 16-bit base, in the adapters' own dtype: BF16
+// tensors by default (the run's precision, as DeepSpeed casts the module),
+// F32 tensors with FP32 (--lora-fp32), holding values no bf16 number has.
+func TestLoRAFP32AdaptersFile(t *testing.T) {
+	f, in, l, alay := loraFixture(t)
+	bf16 := func(c map[string]any) {
+		c["zero_optimization"] = map[string]any{"stage": 2}
+		c["bf16"] = map[string]any{"enabled": true}
+	}
+	for _, fp32 := range []bool{false, true} {
+		out := f.runIn(t, t.TempDir(), 2, 2, bf16, func(o *trainer.Options) {
+			o.LoRA = &trainer.LoRAOptions{Config: l, InitAdapter: in, BaseName: f.dir, FP32: fp32}
+		})
+		st, err := model.OpenSafetensors(filepath.Join(out, model.AdapterWeightsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{false: "BF16", true: "F32"}[fp32]
+		for _, h := range st.Tensors() {
+			if h.DType != want {
+				t.Errorf("fp32 %v: %s is %s, want %s", fp32, h.Name, h.DType, want)
+			}
+		}
+		st.Close()
+		got, err := model.LoadAdapter(out, alay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wide := 0
+		for _, v := range got {
+			if backend.F32FromBF16(backend.BF16FromF32(v)) != v {
+				wide++
+			}
+		}
+		if fp32 && wide < len(got)/2 {
+			t.Errorf("fp32 adapters: only %d of %d saved values are not bf16 numbers", wide, len(got))
+		}
 	}
 }
 

@@ -41,10 +41,11 @@ type run struct {
 	scalars backend.Buffer    // F32 (4): the loss and the stop flag, all-reduced together (masked data adds its target count)
 	memBufs [2]backend.Buffer // every rank's memory accounting, gathered for the log
 
-	// LoRA (lora.go): the frozen base's engine and the adapters' layout;
-	// eng is then the adapters' engine.
+	// LoRA (lora.go): the frozen base's engine, the adapters' layout and
+	// dtype; eng is then the adapters' engine.
 	base     *zero.Engine
 	adapters *model.AdapterLayout
+	adt      backend.DType
 
 	opt       optim.AdamWConfig
 	sch       optim.Scheduler

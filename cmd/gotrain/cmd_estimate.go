@@ -77,7 +77,7 @@ func runEstimate(c *cli.Context) error {
 		return err
 	}
 	est, err := trainer.Estimate(cfg, mcfg, nproc, c.Int("seq-len"), trainer.EstimateOptions{
-		Nodes: nodes, Checkpoint: c.Bool("gradient-checkpointing"), LoRA: lora})
+		Nodes: nodes, Checkpoint: c.Bool("gradient-checkpointing"), LoRA: lora, LoRAFP32: c.Bool("lora-fp32")})
 	if err != nil {
 		return err
 	}

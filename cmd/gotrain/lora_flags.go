@@ -17,6 +17,7 @@ func loraFlags(train bool) []cli.Flag {
 		&cli.IntFlag{Name: "lora-r", Usage: "train LoRA adapters of rank `R` on the frozen model (without --lora-config)"},
 		&cli.Float64Flag{Name: "lora-alpha", Usage: "LoRA's lora_alpha (default: 2·r); the adapters' scale is alpha/r"},
 		&cli.StringFlag{Name: "lora-target", Value: "all-linear", Usage: "LoRA target_modules: comma-separated module `NAMES` (q_proj,v_proj; GPT-2: c_attn,c_proj,c_fc) or all-linear"},
+		&cli.BoolFlag{Name: "lora-fp32", Usage: "keep the LoRA adapters in fp32 (storage, compute, saved file) on a bf16/fp16 base, as PEFT does by default; without it they take the run's precision with fp32 master weights, as under DeepSpeed"},
 	}
 	if train {
 		fs = append(fs, &cli.StringFlag{Name: "init-adapter", Usage: "start the LoRA adapters from a PEFT adapter `DIR` (adapter_config.json, adapter_model.safetensors); it also sets the LoRA configuration"})
@@ -62,5 +63,6 @@ func loraOptions(c *cli.Context) (*trainer.LoRAOptions, error) {
 	if l == nil || err != nil {
 		return nil, err
 	}
-	return &trainer.LoRAOptions{Config: *l, InitAdapter: c.String("init-adapter"), BaseName: c.String("init-from")}, nil
+	return &trainer.LoRAOptions{Config: *l, InitAdapter: c.String("init-adapter"), BaseName: c.String("init-from"),
+		FP32: c.Bool("lora-fp32")}, nil
 }

@@ -120,7 +120,7 @@ func memoryPreflight(c *cli.Context, rk launch.Rank, dev *trainDevice, cfg *conf
 	if free.Device == 0 && free.Host == 0 {
 		return nil
 	}
-	mc, err := trainer.CheckMemory(cfg, m, rk.WorldSize, seqLen, trainer.EstimateOptions{Checkpoint: c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present, LoRA: lora}, free)
+	mc, err := trainer.CheckMemory(cfg, m, rk.WorldSize, seqLen, trainer.EstimateOptions{Checkpoint: c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present, LoRA: lora, LoRAFP32: c.Bool("lora-fp32")}, free)
 	if err != nil {
 		// The trainer meets the same problem (a schedule shorter than its
 		// warmup, say) and reports it in its own words; the check is not
