@@ -36,6 +36,21 @@ type LoRA struct {
 	Alpha  float64  // lora_alpha
 	RSLoRA bool     // use_rslora: s = alpha/√r instead of alpha/r
 	Target []string // target_modules: module names matched as PEFT does (the name, or a suffix after a dot), or "all-linear"
+	// Dropout is lora_dropout, the probability of dropping an element of
+	// an adapter's input. Sampling and merging ignore it (PEFT's inference
+	// does); CheckTrainable refuses training with it.
+	Dropout float64
+}
+
+// CheckTrainable reports what of l gotrain cannot train: dropout on the
+// adapters' input is not implemented, so a nonzero lora_dropout is refused
+// (training without it changes the regularisation, not the adapter's shape
+// or files).
+func (l LoRA) CheckTrainable() error {
+	if l.Dropout != 0 {
+		return fmt.Errorf("lora_dropout %g: training with dropout on the adapters' input is not implemented; set \"lora_dropout\": 0 in the adapter configuration to train without it (or, with --init-adapter, give --lora-config or --lora-r for the configuration); sampling and merging accept any value", l.Dropout)
+	}
+	return nil
 }
 
 // Scale is s: alpha/r, or alpha/√r with rsLoRA.

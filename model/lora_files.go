@@ -41,10 +41,11 @@ type adapterConfigJSON struct {
 }
 
 // ParseAdapterConfig reads PEFT's adapter_config.json. It refuses, naming
-// the key, what gotrain does not train: another peft_type, lora_dropout > 0
-// (dropout on the adapters' input is not implemented), bias other than
-// "none", modules_to_save, use_dora, rank_pattern/alpha_pattern,
-// layers_to_transform and a target_modules regex.
+// the key, what gotrain does not support: another peft_type, bias other
+// than "none", modules_to_save, use_dora, rank_pattern/alpha_pattern,
+// layers_to_transform and a target_modules regex. lora_dropout is read
+// (sampling and merging ignore it, as PEFT's inference does); training
+// refuses a nonzero one (LoRA.CheckTrainable).
 func ParseAdapterConfig(data []byte) (LoRA, error) {
 	var c adapterConfigJSON
 	if err := json.Unmarshal(data, &c); err != nil {
@@ -58,8 +59,8 @@ func ParseAdapterConfig(data []byte) (LoRA, error) {
 		return refuse("peft_type", fmt.Sprintf("%q: only LORA adapters are supported", c.PeftType))
 	case c.R < 1:
 		return refuse("r", fmt.Sprintf("%d: want a rank of at least 1", c.R))
-	case c.Dropout != 0:
-		return refuse("lora_dropout", fmt.Sprintf("%g is not supported (dropout on the adapters' input is not implemented): set it to 0", c.Dropout))
+	case !(c.Dropout >= 0 && c.Dropout < 1):
+		return refuse("lora_dropout", fmt.Sprintf("%g: want a probability in [0, 1)", c.Dropout))
 	case c.Bias != "" && c.Bias != "none":
 		return refuse("bias", fmt.Sprintf("%q is not supported: only \"none\" (the base's biases stay frozen)", c.Bias))
 	case len(c.ModulesToSave) > 0:
@@ -71,7 +72,7 @@ func ParseAdapterConfig(data []byte) (LoRA, error) {
 	case len(c.LayersToXform) > 0 && string(c.LayersToXform) != "null":
 		return refuse("layers_to_transform", "is not supported: adapters go on every block")
 	}
-	l := LoRA{R: c.R, Alpha: 8, RSLoRA: c.RSLoRA}
+	l := LoRA{R: c.R, Alpha: 8, RSLoRA: c.RSLoRA, Dropout: c.Dropout}
 	if c.Alpha != nil {
 		l.Alpha = *c.Alpha
 	}
@@ -158,7 +159,7 @@ func SaveAdapter(dir string, lay *AdapterLayout, values []float32, dt backend.DT
 	l := lay.lora
 	cfg := map[string]any{
 		"peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": base,
-		"r": l.R, "lora_alpha": l.Alpha, "lora_dropout": 0.0, "use_rslora": l.RSLoRA,
+		"r": l.R, "lora_alpha": l.Alpha, "lora_dropout": l.Dropout, "use_rslora": l.RSLoRA,
 		"target_modules": lay.Modules(), "bias": "none", "modules_to_save": nil,
 		"fan_in_fan_out": lay.cfg.Arch == ArchGPT2, "init_lora_weights": true, "inference_mode": true,
 	}

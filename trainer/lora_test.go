@@ -266,3 +266,16 @@ func (f familyFixture) tryRunIn(t *testing.T, dir string, world, steps int, twea
 	_, err := trainer.Run(context.Background(), cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1}), o)
 	return err
 }
+
+// TestLoRADropoutIsRefusedForTraining: an adapter configuration with
+// lora_dropout > 0 (common in real adapter_config.json files) is read, but
+// a training run refuses it before building anything, naming the key and
+// the fix.
+func TestLoRADropoutIsRefusedForTraining(t *testing.T) {
+	l := model.LoRA{R: 4, Alpha: 8, Dropout: 0.05, Target: []string{"q_proj"}}
+	_, err := trainer.Run(context.Background(), cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1}),
+		trainer.Options{LoRA: &trainer.LoRAOptions{Config: l}})
+	if err == nil || !strings.Contains(err.Error(), "lora_dropout 0.05") || !strings.Contains(err.Error(), `"lora_dropout": 0`) {
+		t.Errorf("training with lora_dropout 0.05: %v, want a refusal naming the key and the fix", err)
+	}
+}

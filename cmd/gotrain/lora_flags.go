@@ -63,6 +63,9 @@ func loraOptions(c *cli.Context) (*trainer.LoRAOptions, error) {
 	if l == nil || err != nil {
 		return nil, err
 	}
+	if err := l.CheckTrainable(); err != nil {
+		return nil, err
+	}
 	return &trainer.LoRAOptions{Config: *l, InitAdapter: c.String("init-adapter"), BaseName: c.String("init-from"),
 		FP32: c.Bool("lora-fp32")}, nil
 }
