@@ -90,6 +90,9 @@ func formula(v view) ([]Part, bool) {
 		return one(v.kernel("kernel gelu backward", 16)), true
 	case "Add":
 		return one(v.kernel("kernel add", 1)), true
+	case "Dropout":
+		// A hash per element, a compare and a multiply.
+		return one(v.kernel("kernel dropout", 12)), true
 	case "Scale":
 		return one(Part{Name: "kernel scale", Unit: CUDACores, FLOPs: float64(v.len("x")), Bytes: 2 * v.bytes("x"), Calls: 1}), true
 	case "CrossEntropyForward":

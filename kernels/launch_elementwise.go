@@ -38,6 +38,18 @@ func (s *Set) Scale(st cuda.Stream, x Tensor, scale float32, n int) error {
 	return s.launch("gt_scale", st, blocksFor(packs(n), ewThreads), ewThreads, x.Ptr, int32(x.DT), scale, int64(n))
 }
 
+// Dropout queues gt_dropout: out = inp·scale where element i's random
+// bits under seed are at least threshold, else 0, over n elements of any
+// float dtypes (out may alias inp).
+func (s *Set) Dropout(st cuda.Stream, out, inp Tensor, n int, seed uint64, threshold uint32, scale float32) error {
+	const op = "Dropout"
+	if !elemArgs(op, n, out, inp) {
+		return nil
+	}
+	return s.launch("gt_dropout", st, blocksFor(packs(n), ewThreads), ewThreads,
+		out.Ptr, int32(out.DT), inp.Ptr, int32(inp.DT), int64(n), seed, threshold, scale)
+}
+
 // Cast queues gt_cast: dst = src over n elements, converted from src's
 // float dtype to dst's (exactly when widening, round to nearest even when
 // narrowing, NaN kept a NaN of the same sign). dst and src must not

@@ -34,6 +34,11 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	t.Run("AdamW", func(t *testing.T) { testAdamW(t, newBackend) })
 	t.Run("Reduce", func(t *testing.T) { testReduce(t, newBackend) })
 	t.Run("AddSum", func(t *testing.T) { testAddSum(t, newBackend) })
+	t.Run("Dropout", func(t *testing.T) {
+		if !RunDropout(t, newBackend) {
+			t.Skip("the backend does not implement backend.Dropouter (LoRA's dropout)")
+		}
+	})
 	t.Run("Decoder", func(t *testing.T) {
 		if !RunDecoder(t, newBackend) {
 			t.Skip("the backend does not implement backend.DecoderOps (the Llama family's ops)")

@@ -313,6 +313,17 @@ func (p *pair) ops(s Shape, d DTypes) {
 	p.g.Scale(gout.g, -0.37)
 	p.c.Scale(gout.c, -0.37)
 	p.same("scale", gout)
+	gd, gok := p.g.(backend.Dropouter)
+	cd, cok := p.c.(backend.Dropouter)
+	if gok && cok { // the same mask on both; the inputs agree to act's rounding
+		drop := p.alloc(backend.F32, N*C)
+		gd.Dropout(drop.g, gout.g, 0.25, 0x5EED, N*C)
+		cd.Dropout(drop.c, gout.c, 0.25, 0x5EED, N*C)
+		p.sameWithin("dropout", drop, Tol(act))
+		gd.Dropout(gout.g, gout.g, 0.5, 7, N*C)
+		cd.Dropout(gout.c, gout.c, 0.5, 7, N*C)
+		p.same("dropout in place", gout)
+	}
 
 	// Cross-entropy over the padded vocabulary.
 	logits := p.normal(act, N*Vp, 2)

@@ -26,6 +26,25 @@ func (b *Backend) Scale(x backend.Buffer, s float32) {
 	b.check(op, b.k.Scale(b.stream, b.t(op, x), s, x.Len()))
 }
 
+// Dropout implements backend.Dropouter with one element-wise kernel whose
+// mask is the CPU backend's bit for bit.
+func (b *Backend) Dropout(out, inp backend.Buffer, p float32, seed uint64, N int) {
+	const op = "dropout"
+	if !(p >= 0 && p < 1) {
+		panic("cuda: dropout: p outside [0, 1)")
+	}
+	if b.hostOp(op, out, inp) {
+		if h, ok := b.host.(backend.Dropouter); ok {
+			h.Dropout(out, inp, p, seed, N)
+			return
+		}
+		panic("cuda: dropout: the host backend has no Dropout")
+	}
+	needLen(op, "out", out, N)
+	needLen(op, "inp", inp, N)
+	b.check(op, b.k.Dropout(b.stream, b.t(op, out), b.t(op, inp), N, seed, backend.DropoutThreshold(p), backend.DropoutScale(p)))
+}
+
 // needLen panics unless x holds exactly n elements: a length mismatch
 // between the model and the backend is a bug in the caller.
 func needLen(op, name string, x backend.Buffer, n int) {

@@ -7,7 +7,10 @@ import (
 	"github.com/gotrain/gotrain/kernels"
 )
 
-var _ backend.DecoderOps = (*Backend)(nil)
+var (
+	_ backend.DecoderOps = (*Backend)(nil)
+	_ backend.Dropouter  = (*Backend)(nil)
+)
 
 // hostDecoder is the host backend's DecoderOps, for ops whose buffers all
 // live in host pools; without them the op fails at the next Sync.

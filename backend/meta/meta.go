@@ -52,6 +52,7 @@ var (
 	_ backend.Backend             = (*Backend)(nil)
 	_ backend.ResidualLayerNormer = (*Backend)(nil)
 	_ backend.DecoderOps          = (*Backend)(nil)
+	_ backend.Dropouter           = (*Backend)(nil)
 )
 
 // New returns an empty accounting backend.

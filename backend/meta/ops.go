@@ -140,6 +140,11 @@ func (be *Backend) Add(outp, a, b backend.Buffer, N int) {
 // Scale implements backend.Backend.
 func (be *Backend) Scale(x backend.Buffer, s float32) { be.call("Scale", nil, anyLen("x", x, true)) }
 
+// Dropout implements backend.Dropouter.
+func (be *Backend) Dropout(outp, inp backend.Buffer, p float32, seed uint64, N int) {
+	be.call("Dropout", dims("N", N), out("out", outp, N), in("inp", inp, N))
+}
+
 // CrossEntropyForward implements backend.Backend.
 func (be *Backend) CrossEntropyForward(losses, probs, logits, targets backend.Buffer, N, V, Vp int) {
 	be.call("CrossEntropyForward", dims("N", N, "V", V, "Vp", Vp), out("losses", losses, N), out("probs", probs, N*Vp),
