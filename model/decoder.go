@@ -48,6 +48,9 @@ func (m *Model) forward(inputs, targets []int32, B, T int, lossSum backend.Buffe
 		}
 	}
 	m.state = passNone
+	if m.lora != nil {
+		m.lora.startPass()
+	}
 	be, cfg, a := m.be, m.cfg, m.acts
 	N, C := B*T, cfg.C
 	if err := backend.WriteI32(be, a.inputs, inputs); err != nil {

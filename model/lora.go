@@ -37,20 +37,9 @@ type LoRA struct {
 	RSLoRA bool     // use_rslora: s = alpha/√r instead of alpha/r
 	Target []string // target_modules: module names matched as PEFT does (the name, or a suffix after a dot), or "all-linear"
 	// Dropout is lora_dropout, the probability of dropping an element of
-	// an adapter's input. Sampling and merging ignore it (PEFT's inference
-	// does); CheckTrainable refuses training with it.
+	// an adapter's input in a training pass (Model.Train); evaluation,
+	// sampling and merging ignore it, as PEFT's eval mode does.
 	Dropout float64
-}
-
-// CheckTrainable reports what of l gotrain cannot train: dropout on the
-// adapters' input is not implemented, so a nonzero lora_dropout is refused
-// (training without it changes the regularisation, not the adapter's shape
-// or files).
-func (l LoRA) CheckTrainable() error {
-	if l.Dropout != 0 {
-		return fmt.Errorf("lora_dropout %g: training with dropout on the adapters' input is not implemented; set \"lora_dropout\": 0 in the adapter configuration to train without it (or, with --init-adapter, give --lora-config or --lora-r for the configuration); sampling and merging accept any value", l.Dropout)
-	}
-	return nil
 }
 
 // Scale is s: alpha/r, or alpha/√r with rsLoRA.
@@ -326,19 +315,29 @@ type LoRAOptions struct {
 type loraState struct {
 	lay   *AdapterLayout
 	store ParamStore
-	dt    backend.DType              // the adapters' compute dtype
-	cast  bool                       // dt is not the activations' dtype: inputs are cast to it
-	xf    backend.Buffer             // cast: (N, max in), the projection's input in dt
-	df    backend.Buffer             // cast: (N, max out), its output gradient in dt
-	sel   [numSlots][]backend.Buffer // per module: S_i (m·r, r)
-	selT  [numSlots][]backend.Buffer // per module: S_iᵀ (r, m·r)
-	bufs  []backend.Buffer           // everything allocated, for Free
-	n     int                        // rows the N-sized scratch holds
-	u, du backend.Buffer             // (N, m·r)
-	y     backend.Buffer             // (N, max(out, in)): the adapter's output, or its dx
-	bbd   backend.Buffer             // (out, m·r)
-	dbbd  backend.Buffer             // (out, m·r)
-	tmp   backend.Buffer             // (out, r): one module's dB before it is added
+	dt    backend.DType // the adapters' compute dtype
+	cast  bool          // dt is not the activations' dtype: inputs are cast to it
+	// lora_dropout (p > 0): each module's input gets its own mask, drawn
+	// from the training pass's seed (Model.Train) and the block, slot and
+	// module, so checkpointing's recompute and backward redraw it.
+	p              float32
+	drop           backend.Dropouter
+	armed, active  bool                       // Train was called / this pass is a training pass
+	nextSeed, seed uint64                     // Train's seed / this pass's
+	layer          int                        // the block whose adapters are acquired
+	xd             backend.Buffer             // p > 0: (N, max in), a module's dropped input in dt
+	sI             backend.Buffer             // p > 0: s·I (r, r)
+	xf             backend.Buffer             // cast: (N, max in), the projection's input in dt
+	df             backend.Buffer             // cast: (N, max out), its output gradient in dt
+	sel            [numSlots][]backend.Buffer // per module: S_i (m·r, r)
+	selT           [numSlots][]backend.Buffer // per module: S_iᵀ (r, m·r)
+	bufs           []backend.Buffer           // everything allocated, for Free
+	n              int                        // rows the N-sized scratch holds
+	u, du          backend.Buffer             // (N, m·r)
+	y              backend.Buffer             // (N, max(out, in)): the adapter's output, or its dx
+	bbd            backend.Buffer             // (out, m·r)
+	dbbd           backend.Buffer             // (out, m·r)
+	tmp            backend.Buffer             // (out, r): one module's dB before it is added
 }
 
 // newLoRA builds the selectors of lo's layout on be.
@@ -356,7 +355,14 @@ func newLoRA(be backend.Backend, cfg Config, lo *LoRAOptions, dt backend.DType) 
 		}
 		dt = lo.DType
 	}
-	ls := &loraState{lay: lay, store: lo.Store, dt: dt}
+	ls := &loraState{lay: lay, store: lo.Store, dt: dt, p: float32(lay.lora.Dropout)}
+	if ls.p > 0 {
+		d, ok := be.(backend.Dropouter)
+		if !ok {
+			return nil, fmt.Errorf("model: lora_dropout %g needs dropout, which the %s backend does not have; set it to 0", lay.lora.Dropout, be.Name())
+		}
+		ls.drop = d
+	}
 	r, s := lay.lora.R, float32(lay.lora.Scale())
 	for k := range numSlots {
 		mods := lay.slots[k].mods
@@ -380,6 +386,19 @@ func newLoRA(be backend.Backend, cfg Config, lo *LoRAOptions, dt backend.DType) 
 			}
 			ls.sel[k], ls.selT[k] = append(ls.sel[k], a), append(ls.selT[k], b)
 		}
+	}
+	if ls.p > 0 {
+		r := lay.lora.R
+		si := make([]float32, r*r)
+		for j := range r {
+			si[j*r+j] = s
+		}
+		a, err := ls.upload(be, dt, si)
+		if err != nil {
+			ls.free(be)
+			return nil, err
+		}
+		ls.sI = a
 	}
 	return ls, nil
 }
@@ -430,9 +449,12 @@ func (ls *loraState) reserve(be backend.Backend, act backend.DType, N int) error
 	u, du, y := alloc(backend.Activations, N*maxMR), alloc(backend.Activations, N*maxMR), alloc(backend.Activations, N*maxW)
 	bbd, dbbd, tmp := alloc(backend.Workspace, maxOut*maxMR), alloc(backend.Workspace, maxOut*maxMR), alloc(backend.Workspace, maxOut*r)
 	want := 6
-	var xf, df backend.Buffer
+	var xf, df, xd backend.Buffer
 	if ls.cast {
-		xf, df, want = alloc(backend.Activations, N*maxIn), alloc(backend.Activations, N*maxOut), 8
+		xf, df, want = alloc(backend.Activations, N*maxIn), alloc(backend.Activations, N*maxOut), want+2
+	}
+	if ls.p > 0 {
+		xd, want = alloc(backend.Activations, N*maxIn), want+1
 	}
 	if len(bufs) != want {
 		for _, b := range bufs {
@@ -440,7 +462,7 @@ func (ls *loraState) reserve(be backend.Backend, act backend.DType, N int) error
 		}
 		return fmt.Errorf("model: LoRA scratch for %d rows: out of memory in the device pool", N)
 	}
-	ls.u, ls.du, ls.y, ls.bbd, ls.dbbd, ls.tmp, ls.xf, ls.df = u, du, y, bbd, dbbd, tmp, xf, df
+	ls.u, ls.du, ls.y, ls.bbd, ls.dbbd, ls.tmp, ls.xf, ls.df, ls.xd = u, du, y, bbd, dbbd, tmp, xf, df, xd
 	ls.bufs = append(ls.bufs, bufs...)
 	ls.n = N
 	return nil
@@ -468,6 +490,10 @@ func (m *Model) loraForward(k int, out, x, w backend.Buffer, N int) {
 	if ls == nil || len(ls.lay.slots[k].mods) == 0 {
 		return
 	}
+	if ls.p > 0 && ls.active {
+		m.loraForwardDropout(k, out, x, w, N)
+		return
+	}
 	be, sl := m.be, &ls.lay.slots[k]
 	mr := len(sl.mods) * ls.lay.lora.R
 	u, y := ls.u.Slice(0, N*mr), ls.y.Slice(0, N*sl.out)
@@ -484,6 +510,10 @@ func (m *Model) loraForward(k int, out, x, w backend.Buffer, N int) {
 func (m *Model) loraBackward(k int, dx, dout, x, w, g backend.Buffer, N int) {
 	ls := m.lora
 	if ls == nil || len(ls.lay.slots[k].mods) == 0 {
+		return
+	}
+	if ls.p > 0 && ls.active {
+		m.loraBackwardDropout(k, dx, dout, x, w, g, N)
 		return
 	}
 	be, sl, r := m.be, &ls.lay.slots[k], ls.lay.lora.R
@@ -505,6 +535,72 @@ func (m *Model) loraBackward(k int, dx, dout, x, w, g backend.Buffer, N int) {
 	be.Add(dx, dx, dxl, N*sl.in)
 }
 
+// With lora_dropout, PEFT gives every adapted module its own dropout, so
+// modules sharing a fused projection's input see different masks and
+// their A's cannot share one GEMM: each module i runs on its own dropped
+// input xd_i, u_i = xd_i·A_iᵀ (N, r), and adds u_i·B̂_iᵀ to the output,
+// where B̂_i (out, r) holds s·B_i in the module's rows and zeros elsewhere.
+
+// dropIn writes module i of slot k's dropped input into ls.xd (in the
+// adapters' dtype) and returns it.
+func (m *Model) dropIn(k, i int, x backend.Buffer, N int) backend.Buffer {
+	ls := m.lora
+	n := N * ls.lay.slots[k].in
+	xd := ls.xd.Slice(0, n)
+	ls.drop.Dropout(xd, x, ls.p, backend.DropoutSeed(ls.seed, ls.layer, k, i), n)
+	return xd
+}
+
+// buildBhat writes B̂ of module i of slot k into ls.bbd from the group w.
+func (m *Model) buildBhat(k, i int, w backend.Buffer) backend.Buffer {
+	be, ls := m.be, m.lora
+	sl, r := &ls.lay.slots[k], ls.lay.lora.R
+	mod := sl.mods[i]
+	bh := ls.bbd.Slice(0, sl.out*r)
+	if mod.out != sl.out {
+		be.Zero(bh)
+	}
+	be.MatmulForward(bh.Slice(mod.rowOff*r, mod.out*r), w.Slice(mod.bOff, mod.out*r), ls.sI, backend.Buffer{}, mod.out, r, r)
+	return bh
+}
+
+// loraForwardDropout is loraForward in a training pass with dropout.
+func (m *Model) loraForwardDropout(k int, out, x, w backend.Buffer, N int) {
+	be, ls := m.be, m.lora
+	sl, r := &ls.lay.slots[k], ls.lay.lora.R
+	u, y := ls.u.Slice(0, N*r), ls.y.Slice(0, N*sl.out)
+	for i, mod := range sl.mods {
+		xd := m.dropIn(k, i, x, N)
+		be.MatmulForward(u, xd, w.Slice(mod.aOff, r*sl.in), backend.Buffer{}, N, sl.in, r)
+		be.MatmulForward(y, u, m.buildBhat(k, i, w), backend.Buffer{}, N, r, sl.out)
+		be.Add(out, out, y, N*sl.out)
+	}
+}
+
+// loraBackwardDropout is loraBackward in a training pass with dropout:
+// each module's mask is drawn again from the same seed.
+func (m *Model) loraBackwardDropout(k int, dx, dout, x, w, g backend.Buffer, N int) {
+	be, ls := m.be, m.lora
+	sl, r := &ls.lay.slots[k], ls.lay.lora.R
+	u, du, dxd := ls.u.Slice(0, N*r), ls.du.Slice(0, N*r), ls.y.Slice(0, N*sl.in)
+	dout = ls.castIn(be, ls.df, dout, N*sl.out)
+	for i, mod := range sl.mods {
+		xd := m.dropIn(k, i, x, N)
+		a := w.Slice(mod.aOff, r*sl.in)
+		be.MatmulForward(u, xd, a, backend.Buffer{}, N, sl.in, r)
+		bh := m.buildBhat(k, i, w)
+		dbh := ls.dbbd.Slice(0, sl.out*r)
+		be.Zero(dbh)
+		be.MatmulBackward(du, dbh, backend.Buffer{}, dout, u, bh, N, r, sl.out)
+		tmp, dB := ls.tmp.Slice(0, mod.out*r), g.Slice(mod.bOff, mod.out*r)
+		be.MatmulForward(tmp, dbh.Slice(mod.rowOff*r, mod.out*r), ls.sI, backend.Buffer{}, mod.out, r, r)
+		be.Add(dB, dB, tmp, mod.out*r)
+		be.MatmulBackward(dxd, g.Slice(mod.aOff, r*sl.in), backend.Buffer{}, du, xd, a, N, sl.in, r)
+		ls.drop.Dropout(dxd, dxd, ls.p, backend.DropoutSeed(ls.seed, ls.layer, k, i), N*sl.in)
+		be.Add(dx, dx, dxd, N*sl.in)
+	}
+}
+
 // castIn returns src (n elements) in the adapters' dtype: src itself, or
 // its cast into scratch.
 func (ls *loraState) castIn(be backend.Backend, scratch, src backend.Buffer, n int) backend.Buffer {
@@ -514,6 +610,21 @@ func (ls *loraState) castIn(be backend.Backend, scratch, src backend.Buffer, n i
 	dst := scratch.Slice(0, n)
 	be.Copy(dst, src)
 	return dst
+}
+
+// Train marks the next Forward (and its Backward) as a training pass:
+// LoRA's dropout, when the adapters have one, draws that pass's masks from
+// seed. A Forward without it (evaluation, sampling) drops nothing, as
+// PEFT's dropout in eval mode. Without dropout it changes nothing.
+func (m *Model) Train(seed uint64) {
+	if m.lora != nil {
+		m.lora.armed, m.lora.nextSeed = true, seed
+	}
+}
+
+// startPass takes up Train's mark for the pass a Forward begins.
+func (ls *loraState) startPass() {
+	ls.active, ls.seed, ls.armed = ls.armed, ls.nextSeed, false
 }
 
 // frozenGrads checks the gradient buffer the store gave for group g: the
@@ -534,6 +645,7 @@ func (m *Model) acquireAdapters(l int, backward bool) (params, grads backend.Buf
 	if m.lora == nil {
 		return params, grads, nil
 	}
+	m.lora.layer = l
 	if params, grads, err = m.lora.store.Acquire(l, backward); err != nil {
 		return params, grads, m.storeErr("acquire", l+1, backward, fmt.Errorf("LoRA adapters: %w", err))
 	}

@@ -43,9 +43,9 @@ type adapterConfigJSON struct {
 // ParseAdapterConfig reads PEFT's adapter_config.json. It refuses, naming
 // the key, what gotrain does not support: another peft_type, bias other
 // than "none", modules_to_save, use_dora, rank_pattern/alpha_pattern,
-// layers_to_transform and a target_modules regex. lora_dropout is read
-// (sampling and merging ignore it, as PEFT's inference does); training
-// refuses a nonzero one (LoRA.CheckTrainable).
+// layers_to_transform and a target_modules regex. lora_dropout is a
+// probability in [0, 1): training applies it, sampling and merging ignore
+// it, as PEFT's eval mode does.
 func ParseAdapterConfig(data []byte) (LoRA, error) {
 	var c adapterConfigJSON
 	if err := json.Unmarshal(data, &c); err != nil {

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -38,7 +39,12 @@ type loraFixture struct {
 	adapter []float32
 	ref     *SafetensorsFile
 	tokens  []int32
-	hp      struct {
+	// dropSeed is the base of each micro-batch's dropout seed
+	// (backend.DropoutSeed(dropSeed, micro-batch)), as the float64 script
+	// draws it.
+	dropSeed uint64
+	ckpt     bool // activation checkpointing
+	hp       struct {
 		LR, Eps, WeightDecay, Clip float64
 		Betas                      [2]float64
 		GAS, B, T                  int
@@ -120,7 +126,7 @@ func newLoRARankIn(be backend.Backend, c comm.Comm, f *loraFixture, stage int, b
 		})
 	}
 	if err == nil {
-		r.m, err = New(be, f.cfg, Options{Store: base, ActDType: baseDT, LoRA: &LoRAOptions{Layout: f.alay, Store: ad, DType: adDT}})
+		r.m, err = New(be, f.cfg, Options{Store: base, ActDType: baseDT, Checkpoint: f.ckpt, LoRA: &LoRAOptions{Layout: f.alay, Store: ad, DType: adDT}})
 	}
 	if err != nil {
 		r.close()
@@ -151,6 +157,7 @@ func (r *loraRank) train(f *loraFixture, rank, world int) (norms, losses []float
 		for range GAS {
 			off := micro*B*T + rank*rows*T
 			micro++
+			r.m.Train(backend.DropoutSeed(f.dropSeed, micro-1)) // the masks of lora_dropout, if any
 			l, err := r.m.Forward(f.tokens[off:off+rows*T], f.tokens[off+1:off+rows*T+1], rows, T)
 			if err != nil {
 				return nil, nil, err
@@ -182,9 +189,27 @@ func (r *loraRank) train(f *loraFixture, rank, world int) (norms, losses []float
 // base comes out bit-identical.
 func TestLoRATrainingMatchesFloat64(t *testing.T) {
 	for _, c := range loraCases {
-		f := loadLoRAFixture(t, c)
-		for _, w := range []struct{ world, stage int }{{1, 0}, {2, 2}, {2, 3}} {
-			t.Run(fmt.Sprintf("%s/world%d_stage%d", c.name, w.world, w.stage), func(t *testing.T) {
+		f0 := loadLoRAFixture(t, c)
+		// The same run through the dropout path (one GEMM pair per module,
+		// a mask per module) at p = 1e-12, which keeps every element here
+		// and scales by 1 in fp32, must give the same results.
+		nodrop := *f0
+		l := f0.alay.LoRA()
+		l.Dropout = 1e-12
+		var err error
+		if nodrop.alay, err = NewAdapterLayout(f0.cfg, l); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []struct {
+			world, stage int
+			f            *loraFixture
+		}{{1, 0, f0}, {2, 2, f0}, {2, 3, f0}, {1, 0, &nodrop}, {2, 3, &nodrop}} {
+			f := w.f
+			name := fmt.Sprintf("%s/world%d_stage%d", c.name, w.world, w.stage)
+			if f == &nodrop {
+				name += "/dropout_path"
+			}
+			t.Run(name, func(t *testing.T) {
 				results := make([]struct {
 					norms, losses []float64
 					base, ad      []float32
@@ -480,5 +505,98 @@ func TestLoRAFP32AdaptersOnBF16Base(t *testing.T) {
 			}
 			t.Logf("loss %.6g (fp32 %.6g), gradient norm %.6g (fp32 %.6g); %d of %d adapter values wider than bf16", loss, refLoss, norm, refNorm, wide, len(ad))
 		})
+	}
+}
+
+// TestLoRADropoutMatchesFloat64 trains the fixtures' adapters again with
+// lora_dropout 0.1 and compares with PyTorch in float64 applying PEFT's
+// dropout with the same masks (testdata/make_lora_fixtures.py draws them
+// with backend.DropoutBits' generator): each adapted module's input gets
+// its own mask per micro-batch, as PEFT's per-module Dropout does, also
+// where modules share a fused projection (GPT-2's c_attn has one module;
+// the Llama fixture's q and v share q/k/v's input). Losses, pre-clip norms
+// and the final adapters within 1e-4, on one rank (the masks index the
+// micro-batch's rows, which data parallelism splits) at stages 0 and 3,
+// and with activation checkpointing, whose recompute draws the same masks.
+func TestLoRADropoutMatchesFloat64(t *testing.T) {
+	for _, c := range loraCases {
+		f := loadLoRAFixture(t, c)
+		ref, err := OpenSafetensors(filepath.Join("testdata", "lora", c.name, "dropout.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ref.Close()
+		l := f.alay.LoRA()
+		if err := json.Unmarshal([]byte(ref.Metadata()["lora_dropout"]), &l.Dropout); err != nil || l.Dropout <= 0 {
+			t.Fatalf("dropout.safetensors: lora_dropout %q: %v", ref.Metadata()["lora_dropout"], err)
+		}
+		if err := json.Unmarshal([]byte(ref.Metadata()["drop_seed"]), &f.dropSeed); err != nil {
+			t.Fatalf("dropout.safetensors: drop_seed: %v", err)
+		}
+		if f.alay, err = NewAdapterLayout(f.cfg, l); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []struct {
+			stage int
+			ckpt  bool
+		}{{0, false}, {3, false}, {3, true}} {
+			stage := v.stage
+			f.ckpt = v.ckpt
+			t.Run(fmt.Sprintf("%s/stage%d/checkpointing=%v", c.name, stage, v.ckpt), func(t *testing.T) {
+				ranks := commtest.NewWorld(t, 1, func(ctx context.Context, st comm.Store, r, size int) (comm.Comm, backend.Backend, error) {
+					be := cpu.New(cpu.Options{Gemm: blas.Gonum{}, Threads: 1})
+					cm, err := tcp.New(ctx, st, be, tcp.Options{Rank: r, Size: size, Timeout: 20 * time.Second})
+					return cm, be, err
+				})
+				rk, err := newLoRARank(ranks[0].Backend, ranks[0].Comm, f, stage)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rk.close()
+				norms, losses, err := rk.train(f, 0, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantNorms, _, _ := ref.ReadFloat32("grad_norms")
+				wantLosses, _, _ := ref.ReadFloat32("losses")
+				for k := range wantNorms {
+					if !closeTo(norms[k], float64(wantNorms[k]), 0, 1e-4) || !closeTo(losses[k], float64(wantLosses[k]), 0, 1e-4) {
+						t.Errorf("step %d: loss %.7g, grad norm %.7g; PyTorch %.7g, %.7g", k+1, losses[k], norms[k], wantLosses[k], wantNorms[k])
+					}
+				}
+				ad, err := rk.adapters.HostParams(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				worst := 0.0
+				for _, ten := range f.alay.Tensors() {
+					want, _, err := ref.ReadFloat32("final." + ten.Name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, w := range want {
+						worst = max(worst, math.Abs(float64(ad[ten.Offset+i])-float64(w)))
+					}
+				}
+				if worst > 1e-4 {
+					t.Errorf("adapters differ from PyTorch's by up to %.2g", worst)
+				}
+				t.Logf("largest adapter difference %.2g", worst)
+				// Evaluation (a Forward without Train) drops nothing: it is
+				// repeatable, and differs from a training pass's loss.
+				B, T := f.hp.B, f.hp.T
+				in, tg := f.tokens[:B*T], f.tokens[1:B*T+1]
+				e1, err1 := rk.m.Forward(in, tg, B, T)
+				e2, err2 := rk.m.Forward(in, tg, B, T)
+				rk.m.Train(1)
+				tr, err3 := rk.m.Forward(in, tg, B, T)
+				if err := errors.Join(err1, err2, err3); err != nil {
+					t.Fatal(err)
+				}
+				if e1 != e2 || tr == e1 {
+					t.Errorf("evaluation losses %v and %v (want equal), a training pass's %v (want different)", e1, e2, tr)
+				}
+			})
+		}
 	}
 }

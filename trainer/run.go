@@ -69,6 +69,7 @@ type run struct {
 	val     *data.EvalLoader // nil without val data
 	in, tg  []int32
 	curT    int // this step's sequence length: SeqLen, or curriculum_learning's (curriculum.go)
+	curStep int // the optimizer step running: with the rank and micro-batch, LoRA dropout's seed
 
 	log       *metrics.JSONL
 	monitors  metrics.Monitors // DeepSpeed's csv_monitor and tensorboard (rank 0)

@@ -55,7 +55,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 // stop.
 func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop bool, err error) {
 	t0 := time.Now()
-	r.curT = r.seqLenAt(n)
+	r.curT, r.curStep = r.seqLenAt(n), n
 	if err := r.eng.ZeroGrad(); err != nil {
 		return rec, false, err
 	}
@@ -146,12 +146,13 @@ func (r *run) forwardBackward(lossScale float64) (fwd, bwd time.Duration, err er
 	dloss := float32(lossScale / float64(B*T*gas*r.world))
 	lossSum := r.scalars.Slice(0, 1)
 	r.be.Zero(lossSum)
-	for range gas {
+	for mb := range gas {
 		if err := r.batches.Next(r.in, r.tg); err != nil {
 			return fwd, bwd, fmt.Errorf("read batch: %w", err)
 		}
 		in, tg := r.cutBatch(T)
 		t := time.Now()
+		r.m.Train(backend.DropoutSeed(r.o.Seed, r.curStep, mb, r.rank)) // as in forwardBackwardMasked
 		if err := r.m.ForwardQueued(in, tg, B, T, lossSum); err != nil {
 			return fwd, bwd, fmt.Errorf("forward: %w", err)
 		}
@@ -244,13 +245,16 @@ func (r *run) meanOverRanks(v float64) (float64, error) {
 func (r *run) forwardBackwardMasked(lossScale float64) (sum float64, count int64, fwd, bwd time.Duration, err error) {
 	B, T, gas := r.o.Batch.MicroBatch, r.curT, r.o.Batch.GradAccum
 	dloss := float32(lossScale / float64(r.stepPositions()))
-	for range gas {
+	for mb := range gas {
 		if err := r.batches.Next(r.in, r.tg); err != nil {
 			return 0, 0, fwd, bwd, fmt.Errorf("read batch: %w", err)
 		}
 		in, tg := r.cutBatch(T)
 		n := countTargets(tg)
 		t := time.Now()
+		// A training pass: LoRA's dropout (when on) draws the masks of
+		// this step, micro-batch and rank, the same after a resume.
+		r.m.Train(backend.DropoutSeed(r.o.Seed, r.curStep, mb, r.rank))
 		l, err := r.m.Forward(in, tg, B, T)
 		if err != nil {
 			return 0, 0, fwd, bwd, fmt.Errorf("forward: %w", err)

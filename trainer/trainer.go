@@ -147,11 +147,6 @@ func (e *StoppedError) Unwrap() error { return e.Cause }
 // Run trains a model from scratch (or from InitFrom, or from a
 // checkpoint) for MaxSteps optimizer steps on be.
 func Run(ctx context.Context, be backend.Backend, opts Options) (*Result, error) {
-	if opts.LoRA != nil {
-		if err := opts.LoRA.Config.CheckTrainable(); err != nil {
-			return nil, fmt.Errorf("LoRA: %w", err)
-		}
-	}
 	r, err := newRun(ctx, be, opts)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ func loraFlags(train bool) []cli.Flag {
 		&cli.StringFlag{Name: "lora-config", Usage: "train LoRA adapters on the frozen model, as PEFT's adapter_config.json `FILE` says (r, lora_alpha, target_modules, use_rslora)"},
 		&cli.IntFlag{Name: "lora-r", Usage: "train LoRA adapters of rank `R` on the frozen model (without --lora-config)"},
 		&cli.Float64Flag{Name: "lora-alpha", Usage: "LoRA's lora_alpha (default: 2·r); the adapters' scale is alpha/r"},
+		&cli.Float64Flag{Name: "lora-dropout", Usage: "LoRA's lora_dropout `P` (with --lora-r): dropout on each adapter's input in training, as PEFT's"},
 		&cli.StringFlag{Name: "lora-target", Value: "all-linear", Usage: "LoRA target_modules: comma-separated module `NAMES` (q_proj,v_proj; GPT-2: c_attn,c_proj,c_fc) or all-linear"},
 		&cli.BoolFlag{Name: "lora-fp32", Usage: "keep the LoRA adapters in fp32 (storage, compute, saved file) on a bf16/fp16 base, as PEFT does by default; without it they take the run's precision with fp32 master weights, as under DeepSpeed"},
 	}
@@ -46,7 +47,11 @@ func loraConfig(c *cli.Context) (*model.LoRA, error) {
 		if alpha == 0 {
 			alpha = 2 * float64(r)
 		}
-		return &model.LoRA{R: r, Alpha: alpha, Target: strings.Split(c.String("lora-target"), ",")}, nil
+		p := c.Float64("lora-dropout")
+		if !(p >= 0 && p < 1) {
+			return nil, fmt.Errorf("--lora-dropout %g: want a probability in [0, 1)", p)
+		}
+		return &model.LoRA{R: r, Alpha: alpha, Dropout: p, Target: strings.Split(c.String("lora-target"), ",")}, nil
 	case dir != "":
 		l, err := model.LoadAdapterConfig(dir)
 		if err != nil {
@@ -61,9 +66,6 @@ func loraConfig(c *cli.Context) (*model.LoRA, error) {
 func loraOptions(c *cli.Context) (*trainer.LoRAOptions, error) {
 	l, err := loraConfig(c)
 	if l == nil || err != nil {
-		return nil, err
-	}
-	if err := l.CheckTrainable(); err != nil {
 		return nil, err
 	}
 	return &trainer.LoRAOptions{Config: *l, InitAdapter: c.String("init-adapter"), BaseName: c.String("init-from"),

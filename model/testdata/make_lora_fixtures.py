@@ -25,6 +25,15 @@ clipping over the adapters only, in float64, and writes
                                           transpose), in the base's layout.
 Metadata: lr, betas, eps, weight_decay, clip, gas, B, T.
 
+Each case is then trained again from the same adapter and tokens with
+lora_dropout 0.1 (DROPOUT): PEFT's dropout on each adapted module's input,
+with the masks gotrain draws (backend/dropout.go: SplitMix64 bits of a seed
+mixed from DROP_SEED, the micro-batch, the block, the projection slot and the
+module's index in it, element i kept when its 32 bits are at least
+ceil(p·2^32), kept values scaled by fp32(1/(1-p))), and writes
+lora/<case>/dropout.safetensors: losses, grad_norms, final.<PEFT name>;
+metadata lora_dropout, drop_seed.
+
 Run from the repository root: python3 model/testdata/make_lora_fixtures.py
 It writes byte-identical files on every run.
 """
@@ -57,6 +66,46 @@ STEPS, GAS, B, T = 5, 2, 2, 8
 HP = dict(lr=2e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, clip=0.5)
 
 
+DROPOUT, DROP_SEED = 0.1, 77
+M64 = (1 << 64) - 1
+PHI = 0x9E3779B97F4A7C15
+
+
+def dropout_bits(seed, idx):
+    """backend.DropoutBits for a scalar seed over an int64 array of indices."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed) + (idx.astype(np.uint64) + np.uint64(1)) * np.uint64(PHI)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return z >> np.uint64(32)
+
+
+def dropout_seed(base, *idx):
+    """backend.DropoutSeed."""
+    s = base
+    for k in idx:
+        hi = int(dropout_bits(s, np.array([k]))[0])
+        lo = int(dropout_bits(s ^ 0xD1B54A32D192ED03, np.array([k]))[0])
+        s = ((hi << 32) | lo) & M64
+    return s
+
+
+class Dropping:
+    """The training pass's micro-batch seed, set before each forward."""
+    seed = None
+
+
+def dropout_mask(seed, shape, p):
+    """The kept elements' scale (0 where dropped), float64, in row-major order."""
+    p32 = float(np.float32(p))
+    threshold = math.ceil(p32 * 2.0 ** 32)
+    scale = float(np.float32(1 / (1 - p32)))
+    n = int(np.prod(shape))
+    keep = dropout_bits(seed, np.arange(n, dtype=np.int64)) >= np.uint64(threshold)
+    return torch.from_numpy(np.where(keep, scale, 0.0).reshape(shape))
+
+
 def read_safetensors(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -73,7 +122,8 @@ def read_safetensors(path):
 
 
 class LoraLinear(nn.Module):
-    """PEFT's lora.Linear without dropout: base(x) + s * B(A x)."""
+    """PEFT's lora.Linear: base(x) + s * B(A dropout(x)); dropout (p > 0)
+    applies the mask of (Dropping.seed, layer, slot, index in the slot)."""
 
     def __init__(self, base, r, scale, A, Bm):
         super().__init__()
@@ -81,9 +131,13 @@ class LoraLinear(nn.Module):
         self.scale = scale
         self.lora_A = nn.Parameter(A.clone())
         self.lora_B = nn.Parameter(Bm.clone())
+        self.p, self.where = 0.0, None
 
     def forward(self, x):
-        return self.base(x) + self.scale * ((x @ self.lora_A.t()) @ self.lora_B.t())
+        xd = x
+        if self.p > 0:
+            xd = x * dropout_mask(dropout_seed(Dropping.seed, *self.where), x.shape, self.p)
+        return self.base(x) + self.scale * ((xd @ self.lora_A.t()) @ self.lora_B.t())
 
 
 def attach(model, prefix, targets, r, scale, gen):
@@ -112,7 +166,7 @@ def attach(model, prefix, targets, r, scale, gen):
     return named
 
 
-def train(forward, named, tokens):
+def train(forward, named, tokens, dropout=False):
     params = list(named.values())
     opt = torch.optim.AdamW(params, lr=HP["lr"], betas=HP["betas"], eps=HP["eps"], weight_decay=HP["weight_decay"])
     n_items = GAS * B * T
@@ -124,6 +178,7 @@ def train(forward, named, tokens):
             chunk = tokens[micro * B * T: micro * B * T + B * T + 1]
             micro += 1
             x, y = chunk[:-1].view(B, T), chunk[1:].view(B, T)
+            Dropping.seed = dropout_seed(DROP_SEED, micro - 1) if dropout else None
             loss = forward(x, y) * (B * T) / n_items
             loss.backward()
             total += loss.item()
@@ -168,6 +223,48 @@ def write_case(name, cfg, named0, named, losses, norms, tokens, merged_w, target
     print(name, "losses", [round(x, 5) for x in losses], "norms", [round(x, 4) for x in norms])
 
 
+# slot (0 q/k/v or c_attn, 1 o_proj or attn.c_proj, 2 gate/up or c_fc,
+# 3 down_proj or mlp.c_proj) and the order of the modules inside it.
+SLOTS = {"c_attn": (0, 0), "attn.c_proj": (1, 0), "c_fc": (2, 0), "mlp.c_proj": (3, 0),
+         "q_proj": (0, 0), "k_proj": (0, 1), "v_proj": (0, 2), "o_proj": (1, 0),
+         "gate_proj": (2, 0), "up_proj": (2, 1), "down_proj": (3, 0)}
+
+
+def set_dropout(model, p):
+    """Gives every LoraLinear dropout p and its (block, slot, index among the
+    block's adapted modules of that slot), as gotrain's adapter layout
+    orders them."""
+    loras = [(n, m) for n, m in model.named_modules() if isinstance(m, LoraLinear)]
+
+    def key(name):
+        parts = name.split(".")
+        return parts[-2] + ".c_proj" if parts[-1] == "c_proj" else parts[-1]
+
+    def block(name):
+        parts = name.split(".")
+        i = parts.index("h") if "h" in parts else parts.index("layers")
+        return int(parts[i + 1])
+
+    for name, m in loras:
+        slot, pos = SLOTS[key(name)]
+        peers = sorted(SLOTS[key(n)][1] for n, _ in loras if block(n) == block(name) and SLOTS[key(n)][0] == slot)
+        m.p, m.where = p, (block(name), slot, peers.index(pos))
+
+
+def dropout_case(name, model, named, named0, tokens, fwd):
+    set_dropout(model, DROPOUT)
+    with torch.no_grad():
+        for n, p in named.items():
+            p.copy_(named0[n])
+    losses, norms = train(fwd, named, tokens, dropout=True)
+    ref = {"losses": torch.tensor(losses, dtype=torch.float32),
+           "grad_norms": torch.tensor(norms, dtype=torch.float32)}
+    ref.update(("final." + n, p.detach().float()) for n, p in named.items())
+    meta = {"lora_dropout": json.dumps(DROPOUT), "drop_seed": json.dumps(DROP_SEED)}
+    gf.write_safetensors(os.path.join(HERE, "lora", name, "dropout.safetensors"), ref, meta)
+    print(name, "dropout losses", [round(x, 5) for x in losses], "norms", [round(x, 4) for x in norms])
+
+
 def peft_config(base_path, r, alpha, targets, rslora, fan_in_fan_out):
     return {"peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": base_path,
             "r": r, "lora_alpha": alpha, "lora_dropout": 0.0, "target_modules": targets,
@@ -192,6 +289,7 @@ def gpt2_case():
     m = merged(base, named, scale, "transformer.", True)
     cfg = peft_config("pytorch_tiny", r, alpha, targets, False, True)
     write_case("gpt2", cfg, named0, named, losses, norms, tokens, m, targets)
+    dropout_case("gpt2", model, named, named0, tokens, lambda x, y: model(x, y)[1])
 
 
 def llama_case():
@@ -216,6 +314,7 @@ def llama_case():
     m = merged(base, named, scale, "", False)
     cfg = peft_config("llama_gqa", r, alpha, targets, True, False)
     write_case("llama_gqa", cfg, named0, named, losses, norms, tokens, m, targets)
+    dropout_case("llama_gqa", model, named, named0, tokens, fwd)
 
 
 if __name__ == "__main__":
