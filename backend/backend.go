@@ -12,7 +12,9 @@
 // Op conventions (llm.c's): outputs first, then saved statistics, then inputs
 // and weights, then dimensions. Backward ops ACCUMULATE (+=) into parameter
 // gradients (dweight, dbias, dwte, dwpe) so gradient accumulation is free, and
-// OVERWRITE (=) activation gradients (dinp, dqkv, dlogits). Ops may run
+// OVERWRITE (=) activation gradients (dinp, dqkv, dlogits); the zero Buffer
+// given for a parameter gradient marks a frozen tensor (LoRA's base), whose
+// gradient the op then does not compute at all. Ops may run
 // asynchronously; Sync returns the first failure. Floating-point buffers may
 // be F32, BF16 or F16 in any mix unless an op says otherwise; 16-bit values
 // are widened to fp32, computed in fp32 and rounded to nearest-even on store.
