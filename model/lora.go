@@ -237,6 +237,27 @@ func (lay *AdapterLayout) Modules() []string {
 // NumParams is the number of adapter elements.
 func (lay *AdapterLayout) NumParams() int { return lay.per * lay.cfg.L }
 
+// FlopsPerToken is a LoRA run's training cost of one token at sequence
+// length T, counted as Config.FlopsPerToken counts a full run's, from what
+// is multiplied: the frozen weights cost their forward and input-gradient
+// products only (4·W, no weight gradient), attention its full 6·L·T·NH·HD,
+// and each adapter its A (r×in) and B (out×r) forward, input and weight
+// gradients (6·r·(in+out)). The block-diagonal and selector products the
+// implementation adds for fused projections are not counted.
+func (lay *AdapterLayout) FlopsPerToken(T int) float64 {
+	c := lay.cfg
+	full := c.FlopsPerToken(T)
+	attn := 6 * float64(c.L) * float64(T) * float64(c.NH) * float64(c.HD)
+	w := (full - attn) / 6
+	var ad float64
+	for _, sl := range lay.slots {
+		for _, mod := range sl.mods {
+			ad += 6 * float64(lay.lora.R) * float64(mod.in+mod.out)
+		}
+	}
+	return 4*w + attn + float64(c.L)*ad
+}
+
 // NumGroups is L: one group per block.
 func (lay *AdapterLayout) NumGroups() int { return lay.cfg.L }
 

@@ -600,3 +600,33 @@ func TestLoRADropoutMatchesFloat64(t *testing.T) {
 		}
 	}
 }
+
+// TestAdapterFlopsPerToken checks a LoRA run's FLOPs per token against the
+// count written out by hand for a Qwen3-shaped model with r 16 on every
+// linear layer: the frozen matrices forward and input gradient (4 each),
+// attention's scores and sum forward and backward, and the adapters' A and B
+// forward and both gradients (6 each).
+func TestAdapterFlopsPerToken(t *testing.T) {
+	cfg, err := ParseHFConfig("config.json", []byte(`{"model_type": "qwen3", "hidden_size": 256, "intermediate_size": 768,
+		"num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 50304,
+		"tie_word_embeddings": true, "max_position_embeddings": 1024, "rms_norm_eps": 1e-6, "rope_theta": 1000000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay, err := NewAdapterLayout(cfg, LoRA{R: 16, Alpha: 32, Target: []string{"all-linear"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const T, r = 256, 16
+	C, L, FF, Vp, q, kv := 256.0, 4.0, 768.0, 50304.0, 4*64.0, 2*64.0
+	frozen := L*(C*q+C*kv+C*kv+q*C+3*C*FF) + Vp*C
+	attn := 6 * L * T * q
+	adapters := L * r * ((C + q) + (C + kv) + (C + kv) + (q + C) + 2*(C+FF) + (FF + C))
+	want := 4*frozen + attn + 6*adapters
+	if got := lay.FlopsPerToken(T); math.Abs(got-want) > 1e-9*want {
+		t.Errorf("LoRA FLOPs per token %.6g, want %.6g", got, want)
+	}
+	if full := cfg.FlopsPerToken(T); !(lay.FlopsPerToken(T) < full) {
+		t.Errorf("LoRA FLOPs per token %.6g, not below the full run's %.6g", lay.FlopsPerToken(T), full)
+	}
+}

@@ -118,8 +118,18 @@ func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop boo
 		ForwardSeconds: fwd.Seconds(), BackwardSeconds: bwd.Seconds(), OptimizerSeconds: optDur.Seconds(),
 		CommSeconds: commSeconds(r.c.Stats()) - commBefore,
 	}
-	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.o.Model.FlopsPerToken(r.curT), r.o.PeakFLOPS)
+	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.flopsPerToken(r.curT), r.o.PeakFLOPS)
 	return rec, stop, nil
+}
+
+// flopsPerToken is the training cost of a token at sequence length T that
+// MFU divides by: the full model's, or a LoRA run's (no weight gradients
+// for the frozen base, the adapters' own products).
+func (r *run) flopsPerToken(T int) float64 {
+	if r.adapters != nil {
+		return r.adapters.FlopsPerToken(T)
+	}
+	return r.o.Model.FlopsPerToken(T)
 }
 
 // stepPositions is B·T·gas·world, every target position of one optimizer
@@ -425,7 +435,7 @@ func (r *run) finish() error {
 	res, o := r.res, r.o
 	if o.MaxSteps > r.startStep {
 		res.TokensPerSecond = float64(r.tokens-r.tokens0-r.tokensPerStep()) / time.Since(r.afterFirst).Seconds()
-		res.MFU = metrics.MFU(res.TokensPerSecond/float64(r.world), o.Model.FlopsPerToken(o.SeqLen), o.PeakFLOPS)
+		res.MFU = metrics.MFU(res.TokensPerSecond/float64(r.world), r.flopsPerToken(o.SeqLen), o.PeakFLOPS)
 	}
 	res.Memory = r.be.Memory()
 	if o.OutputDir == "" {
