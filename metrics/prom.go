@@ -211,7 +211,9 @@ func increase[T int64 | float64](last *T, now T) T {
 //	MFU = tokens/s per rank × FLOPs/token ÷ peak FLOP/s
 //
 // with FLOPs/token from model.Config.FlopsPerToken (6 × the weights used in
-// matmuls per token, plus the causal half of attention's T×T scores).
+// matmuls per token, plus the causal half of attention's T×T scores), or
+// for LoRA model.AdapterLayout.FlopsPerToken (4 × the frozen weights, 6 ×
+// the adapters').
 // peakFLOPS ≤ 0 means the peak is unknown and gives 0.
 func MFU(tokensPerSecondPerRank, flopsPerToken, peakFLOPS float64) float64 {
 	if peakFLOPS <= 0 {
