@@ -19,7 +19,8 @@ import (
 // first step on: B starts at zero as PEFT's and moves at step 1), the
 // frozen base at ZeRO-0 and ZeRO-3, GA 2 and clipping; the losses agree
 // to fp32 rounding, the bound the other emulated-GPU tests use, and the
-// adapters written at the end agree too.
+// adapters written at the end agree too; with lora_dropout 0.1 as well,
+// since the GPU draws the CPU's masks.
 func TestLoRAOnCUDAMatchesCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains on an emulated GPU")
@@ -63,43 +64,53 @@ func TestLoRAOnCUDAMatchesCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := filepath.Join(dir, "cpu")
-	want := train(cpuBE, 0, ref)
-	if want[steps-1] >= want[0] {
-		t.Errorf("LoRA on the CPU did not lower the loss: %v", want)
-	}
-	alay, err := model.NewAdapterLayout(mcfg, lora.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantA, err := model.LoadAdapter(ref, alay)
-	if err != nil {
-		t.Fatal(err)
-	}
 	gpu, err := openGPU(0, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gpu.Close()
-	for _, stage := range []int{0, 3} {
-		out := filepath.Join(dir, "cuda"+strconv.Itoa(stage))
-		got := train(gpu.be, stage, out)
-		for i := range got {
-			if math.Abs(got[i]-want[i]) > 1e-4*math.Abs(want[i]) {
-				t.Errorf("stage %d step %d: LoRA loss %.7f on the emulated GPU, %.7f on the CPU", stage, i+1, got[i], want[i])
-			}
+	// Without dropout, then with lora_dropout 0.1 (ZeRO-3 only), whose masks
+	// the GPU kernel draws as the CPU does.
+	for _, dropout := range []float64{0, 0.1} {
+		lora.Config.Dropout = dropout
+		stages := []int{0, 3}
+		if dropout > 0 {
+			stages = []int{3}
 		}
-		gotA, err := model.LoadAdapter(out, alay)
+		name := "p" + strconv.FormatFloat(dropout, 'g', -1, 64)
+		ref := filepath.Join(dir, "cpu"+name)
+		want := train(cpuBE, 0, ref)
+		if want[steps-1] >= want[0] {
+			t.Errorf("LoRA on the CPU did not lower the loss: %v", want)
+		}
+		alay, err := model.NewAdapterLayout(mcfg, lora.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
-		worst := 0.0
-		for i, w := range wantA {
-			worst = max(worst, math.Abs(float64(gotA[i])-float64(w)))
+		wantA, err := model.LoadAdapter(ref, alay)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if worst > 1e-4 {
-			t.Errorf("stage %d: the GPU run's adapters differ from the CPU's by up to %.3g", stage, worst)
+		for _, stage := range stages {
+			out := filepath.Join(dir, "cuda"+strconv.Itoa(stage)+name)
+			got := train(gpu.be, stage, out)
+			for i := range got {
+				if math.Abs(got[i]-want[i]) > 1e-4*math.Abs(want[i]) {
+					t.Errorf("lora_dropout %g, stage %d step %d: LoRA loss %.7f on the emulated GPU, %.7f on the CPU", dropout, stage, i+1, got[i], want[i])
+				}
+			}
+			gotA, err := model.LoadAdapter(out, alay)
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := 0.0
+			for i, w := range wantA {
+				worst = max(worst, math.Abs(float64(gotA[i])-float64(w)))
+			}
+			if worst > 1e-4 {
+				t.Errorf("lora_dropout %g, stage %d: the GPU run's adapters differ from the CPU's by up to %.3g", dropout, stage, worst)
+			}
+			t.Logf("lora_dropout %g, stage %d: LoRA losses on the GPU %.6f … %.6f, CPU %.6f … %.6f; adapters within %.3g", dropout, stage, got[0], got[steps-1], want[0], want[steps-1], worst)
 		}
-		t.Logf("stage %d: LoRA losses on the GPU %.6f … %.6f, CPU %.6f … %.6f; adapters within %.3g", stage, got[0], got[steps-1], want[0], want[steps-1], worst)
 	}
 }
