@@ -130,7 +130,8 @@ func runTrain(c *cli.Context) error {
 	for _, s := range stages {
 		maxT = max(maxT, s.SeqLen)
 	}
-	if err := memoryPreflight(c, rk, dev, cfg, mcfg, maxT); err != nil {
+	est, err := memoryPreflight(c, rk, dev, cfg, mcfg, maxT)
+	if err != nil {
 		return err
 	}
 	prom, err := startMetrics(c, rk)
@@ -172,7 +173,7 @@ func runTrain(c *cli.Context) error {
 		topts.Comm = cm
 	}
 	if rk.Rank == 0 && stages == nil {
-		topts.Ready = func(local backend.MemoryStats) error { return memoryTable(out, local, topts, rk.WorldSize) }
+		topts.Ready = func(local backend.MemoryStats) error { return memoryTable(out, local, topts, rk.WorldSize, est) }
 	}
 	res, err := runTraining(c.Context, dev.be, topts, stages)
 	if err != nil {
@@ -361,15 +362,22 @@ func trainOptions(c *cli.Context, cfg *config.Config, batch config.Batch, mcfg m
 
 // memoryTable prints what this rank holds after start-up beside what
 // gotrain estimate predicts for the same run: the same code, so the same
-// numbers.
-func memoryTable(out io.Writer, local backend.MemoryStats, o trainer.Options, world int) error {
-	eo := trainer.EstimateOptions{Checkpoint: o.Checkpoint}
-	if o.LoRA != nil {
-		eo.LoRA = &o.LoRA.Config
+// numbers. est is the memory check's estimate of this run when it made one
+// (the same options), so the run is not estimated twice.
+func memoryTable(out io.Writer, local backend.MemoryStats, o trainer.Options, world int, est *trainer.MemoryEstimate) error {
+	var err error
+	if est == nil {
+		eo := trainer.EstimateOptions{Checkpoint: o.Checkpoint}
+		if o.LoRA != nil {
+			eo.LoRA, eo.LoRAFP32 = &o.LoRA.Config, o.LoRA.FP32
+		}
+		var e trainer.MemoryEstimate
+		if e, err = trainer.Estimate(o.Config, o.Model, world, o.SeqLen, eo); err == nil {
+			est = &e
+		}
 	}
-	est, err := trainer.Estimate(o.Config, o.Model, world, o.SeqLen, eo)
 	if err == nil {
-		err = formatMeasured(out, local, est)
+		err = formatMeasured(out, local, *est)
 	}
 	if err != nil {
 		return fmt.Errorf("memory table: %w", err)

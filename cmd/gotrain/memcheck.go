@@ -87,16 +87,17 @@ func meminfoField(r io.Reader, name string) (int64, bool) {
 
 // memoryPreflight is train's check before step 1 on this rank: nil when
 // the run fits or the check is skipped or nothing is known about free
-// memory, else an error with the shortfall and the remedies. seqLen is the
+// memory, else an error with the shortfall and the remedies; the estimate
+// it made, when it made one, comes back for the start-up table. seqLen is the
 // longest sequence the run trains on (a curriculum's longest stage); a
 // LoRA run is estimated as one.
-func memoryPreflight(c *cli.Context, rk launch.Rank, dev *trainDevice, cfg *config.Config, m model.Config, seqLen int) error {
+func memoryPreflight(c *cli.Context, rk launch.Rank, dev *trainDevice, cfg *config.Config, m model.Config, seqLen int) (*trainer.MemoryEstimate, error) {
 	if c.Bool("skip-memory-check") {
-		return nil
+		return nil, nil
 	}
 	lora, err := loraConfig(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var mi io.Reader
 	if f, err := os.Open("/proc/meminfo"); err == nil {
@@ -105,20 +106,20 @@ func memoryPreflight(c *cli.Context, rk launch.Rank, dev *trainDevice, cfg *conf
 	}
 	host, hostSrc, _, err := hostMemAvailable(os.Getenv, mi)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	free := trainer.FreeMemory{Host: host, HostRanks: max(1, rk.LocalWorldSize)}
 	where := ""
 	if dev.gpu != nil {
 		f, _, err := dev.gpu.dev.MemInfo()
 		if err != nil {
-			return fmt.Errorf("memory check: %w (pass --skip-memory-check to start without it)", err)
+			return nil, fmt.Errorf("memory check: %w (pass --skip-memory-check to start without it)", err)
 		}
 		free.GPU, free.Device = true, int64(f)
 		where = fmt.Sprintf("GPU %d (cuMemGetInfo)", dev.gpu.dev.Info().Ordinal)
 	}
 	if free.Device == 0 && free.Host == 0 {
-		return nil
+		return nil, nil
 	}
 	mc, err := trainer.CheckMemory(cfg, m, rk.WorldSize, seqLen, trainer.EstimateOptions{Checkpoint: c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present, LoRA: lora, LoRAFP32: c.Bool("lora-fp32")}, free)
 	if err != nil {
@@ -128,16 +129,16 @@ func memoryPreflight(c *cli.Context, rk launch.Rank, dev *trainDevice, cfg *conf
 		if rk.Rank == 0 {
 			fmt.Fprintf(c.App.ErrWriter, "warning: memory check skipped: the run could not be estimated: %v\n", err)
 		}
-		return nil
+		return nil, nil
 	}
 	if mc.Need.Fits() {
-		return nil
+		return &mc.Estimate, nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "rank %d: out of memory before step 1: ", rk.Rank)
 	formatMemoryCheck(&b, mc, free, where, hostSrc)
 	b.WriteString("Nothing was allocated. Apply a remedy, or pass --skip-memory-check to start anyway.")
-	return fmt.Errorf("%s", b.String())
+	return nil, fmt.Errorf("%s", b.String())
 }
 
 // formatMemoryCheck writes the shortfall and the remedies in the order to
