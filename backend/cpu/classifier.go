@@ -22,19 +22,54 @@ func (be *Backend) FusedClassifier(losses, logits, targets backend.Buffer, dloss
 	be.parallel(N, rowGrain(V), func(_, lo, hi int) {
 		xtmp, p := xv.tmp(Vp), make([]float32, V)
 		for r := lo; r < hi; r++ {
-			x := xv.load(r*Vp, V, xtmp)
+			x := xv.vload(r*Vp, V, xtmp)
+			t := int(tg[r])
 			m, sum := softmaxRow(p, x)
-			lv[r] = float32(math.Log(sum) + float64(m) - float64(x[tg[r]]))
+			lv[r] = float32(math.Log(sum) + float64(m) - float64(x[t]))
 			if dloss == 0 {
 				continue
 			}
-			d := xv.out(r*Vp, Vp, xtmp) // x is read no more: its memory takes dlogits
-			for j, pj := range p {
-				d[j] = pj * dloss
+			// dlogits = p·dloss, less dloss at the target, each rounded
+			// to fp32 as CrossEntropyBackward rounds them; a 16-bit row
+			// is scaled and rounded in one pass, with no fp32 copy.
+			dt := float32(p[t] * dloss)
+			dt -= dloss
+			if xv.isF32() {
+				d := xv.f32[r*Vp : (r+1)*Vp]
+				scaleRow(d[:V], p, dloss)
+				d[t] = dt
+				clear(d[V:])
+				continue
 			}
-			d[tg[r]] -= dloss
-			clear(d[V:])
-			xv.store(r*Vp, d)
+			xv.vstoreScaled(r*Vp, p, dloss)
+			xv.store(r*Vp+t, []float32{dt})
+			clear(xv.u16[r*Vp+V : (r+1)*Vp])
 		}
 	})
+}
+
+// scaleRowScalar sets o = x·s.
+func scaleRowScalar(o, x []float32, s float32) {
+	x = x[:len(o)]
+	for j, v := range x {
+		o[j] = v * s
+	}
+}
+
+// storeScaled is store(off, x·s) without the scaled copy.
+func (v fview) storeScaled(off int, x []float32, s float32) {
+	if v.isF32() {
+		scaleRowScalar(v.f32[off:off+len(x)], x, s)
+		return
+	}
+	dst := v.u16[off : off+len(x)]
+	if v.dt == backend.BF16 {
+		for i, e := range x {
+			dst[i] = backend.BF16FromF32(e * s)
+		}
+		return
+	}
+	for i, e := range x {
+		dst[i] = backend.F16FromF32(e * s)
+	}
 }

@@ -81,19 +81,60 @@ func (v fview) vstore(off int, s []float32) {
 		return
 	}
 	dst := v.u16[off : off+len(s)]
-	bias, one := archsimd.BroadcastUint32x16(0x7fff), archsimd.BroadcastUint32x16(1)
-	quiet := archsimd.BroadcastUint32x16(0x0040)
+	k := newBF16Round()
 	i := 0
 	for ; i+16 <= len(s); i += 16 {
-		x := archsimd.LoadFloat32x16Slice(s[i:])
-		u := x.AsUint32x16()
-		hi := u.ShiftAllRight(16)
-		r := u.Add(bias).Add(hi.And(one)).ShiftAllRight(16)
-		hi.Or(quiet).Merge(r, x.IsNaN()).TruncateToUint16().StoreSlice(dst[i:])
+		k.round(archsimd.LoadFloat32x16Slice(s[i:])).StoreSlice(dst[i:])
 	}
 	for ; i < len(s); i++ {
 		dst[i] = backend.BF16FromF32(s[i])
 	}
+}
+
+// bf16Round holds the constants of BF16FromF32's integer rounding.
+type bf16Round struct{ bias, one, quiet archsimd.Uint32x16 }
+
+func newBF16Round() bf16Round {
+	return bf16Round{archsimd.BroadcastUint32x16(0x7fff), archsimd.BroadcastUint32x16(1), archsimd.BroadcastUint32x16(0x0040)}
+}
+
+// round is backend.BF16FromF32 on 16 lanes.
+func (k *bf16Round) round(x archsimd.Float32x16) archsimd.Uint16x16 {
+	u := x.AsUint32x16()
+	hi := u.ShiftAllRight(16)
+	r := u.Add(k.bias).Add(hi.And(k.one)).ShiftAllRight(16)
+	return hi.Or(k.quiet).Merge(r, x.IsNaN()).TruncateToUint16()
+}
+
+// vstoreScaled is v.storeScaled with BF16 scaled and rounded 16 lanes at
+// a time, bit-identical to it.
+func (v fview) vstoreScaled(off int, x []float32, s float32) {
+	if v.dt != backend.BF16 || !archsimd.X86.AVX512() {
+		v.storeScaled(off, x, s)
+		return
+	}
+	dst := v.u16[off : off+len(x)]
+	k := newBF16Round()
+	vs := archsimd.BroadcastFloat32x16(s)
+	i := 0
+	for ; i+16 <= len(x); i += 16 {
+		k.round(archsimd.LoadFloat32x16Slice(x[i:]).Mul(vs)).StoreSlice(dst[i:])
+	}
+	v.storeScaled(off+i, x[i:], s)
+}
+
+// scaleRow sets o = x·s.
+func scaleRow(o, x []float32, s float32) {
+	n := len(o)
+	x = x[:n]
+	i := 0
+	if archsimd.X86.AVX512() {
+		vs := archsimd.BroadcastFloat32x16(s)
+		for ; i+16 <= n; i += 16 {
+			archsimd.LoadFloat32x16Slice(x[i:]).Mul(vs).StoreSlice(o[i:])
+		}
+	}
+	scaleRowScalar(o[i:], x[i:], s)
 }
 
 // scaleMul sets o = x·s·w.

@@ -135,6 +135,31 @@ func TestDecoderBF16Views(t *testing.T) {
 		if !slices.Equal(o, oWant) {
 			t.Fatalf("addRow, n=%d: differs from the scalar loop", n)
 		}
+		// The classifier's dlogits: x·s, in fp32 and rounded to bf16 in
+		// one pass, against the scalar product then store; scales that
+		// push products into overflow, subnormals and rounding ties.
+		for _, sc := range []float32{1, 0.37, -3e-39, 1e38} {
+			scaleRow(o, f, sc)
+			for i := range oWant {
+				oWant[i] = f[i] * sc
+			}
+			for i := range o {
+				if math.Float32bits(o[i]) != math.Float32bits(oWant[i]) {
+					t.Fatalf("scaleRow, n=%d, s=%g: [%d] = %#08x, scalar %#08x", n, sc, i, math.Float32bits(o[i]), math.Float32bits(oWant[i]))
+				}
+			}
+			got.vstoreScaled(0, f, sc)
+			want.store(0, oWant)
+			for i := range f {
+				if got.u16[i] != want.u16[i] {
+					t.Fatalf("vstoreScaled, n=%d, s=%g: %#08x → %#04x, store of the product gives %#04x", n, sc, math.Float32bits(f[i]), got.u16[i], want.u16[i])
+				}
+			}
+			got.storeScaled(0, f, sc)
+			if !slices.Equal(got.u16, want.u16) {
+				t.Fatalf("storeScaled, n=%d, s=%g: differs from store of the product", n, sc)
+			}
+		}
 	}
 }
 
