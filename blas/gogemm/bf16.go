@@ -87,6 +87,24 @@ func (g *Gemm) Bgemm(transA, transB bool, m, n, k int, alpha float32, a []uint16
 	g.split(m, n, k, g.bkern.mr, g.bkern.nr, func(i0, i1, j0, j1 int) { g.runBF16(&p, i0, i1, j0, j1) })
 }
 
+// BgemmRound computes C = bf16(alpha·op(A)·op(B) + bias) with A, B and C
+// bfloat16 (raw bits) and bias fp32 of length n (nil: none): Bgemm with
+// beta = 1 over C holding the bias in every row, rounded to nearest even
+// (NaN kept quiet, subnormals rounded like normals: backend.BF16FromF32),
+// without the fp32 C. Each tile is rounded as the kernel finishes it, so a
+// product with a wide C (the classifier's logits: 2048 × 50304) writes half
+// the bytes and is not read back to be narrowed. It runs only with the pair
+// kernel and a k of one slab (k ≤ 512): it reports false, having written
+// nothing, elsewhere. m, n, k must be positive.
+func (g *Gemm) BgemmRound(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, bias []float32, c []uint16, ldc int) bool {
+	if g.bkern == nil || !g.vec || k > 2*g.kc {
+		return false
+	}
+	p := problem{transA: transA, transB: transB, k: k, alpha: alpha, a16: a, lda: lda, b16: b, ldb: ldb, c16: c, bias: bias, ldc: ldc}
+	g.split(m, n, k, g.bkern.mr, g.bkern.nr, func(i0, i1, j0, j1 int) { g.runBF16(&p, i0, i1, j0, j1) })
+	return true
+}
+
 // runBF16 is run for the pair kernel: the same loops over kc slabs, mc
 // blocks and mr×nr tiles, on pair-packed bf16 panels.
 func (g *Gemm) runBF16(p *problem, i0, i1, j0, j1 int) {
@@ -97,7 +115,11 @@ func (g *Gemm) runBF16(p *problem, i0, i1, j0, j1 int) {
 	defer g.putWorkspace(ws)
 	kern := g.bkern
 	mr, nr := kern.mr, kern.nr
-	kc, mc, nc := g.kc, g.mc, g.nc
+	// A kc-deep slab of bf16 takes the bytes of a kc/2-deep fp32 one:
+	// twice Sgemm's kc fills the same L1 and L2, and halves the passes
+	// over C (read and written once a slab) on deep products such as the
+	// classifier's dW (k = B·T) and dX (k = V).
+	kc, mc, nc := 2*g.kc, g.mc, g.nc
 	if ws.a16 == nil {
 		ws.a16 = make([]uint16, roundUp(mc, mr)*kc)
 		ws.b16 = make([]uint16, kc*roundUp(nc, nr))
@@ -122,6 +144,16 @@ func (g *Gemm) runBF16(p *problem, i0, i1, j0, j1 int) {
 						ap := ws.a16[ir*2*kp : (ir+mr)*2*kp]
 						bp := ws.b16[jr*2*kp : (jr+nr)*2*kp]
 						ci := (ic+ir)*p.ldc + jc + jr
+						if p.c16 != nil {
+							// One slab (BgemmRound): the tile is final.
+							kern.fn(kp, ap, bp, edge[:], nr, 1, 0)
+							var bias []float32
+							if p.bias != nil {
+								bias = p.bias[jc+jr : jc+jr+nrb]
+							}
+							roundEdge(p.c16[ci:], p.ldc, edge[:], bias, p.alpha, mrb, nrb)
+							continue
+						}
 						if mrb == mr && nrb == nr {
 							kern.fn(kp, ap, bp, p.c[ci:], p.ldc, p.alpha, beta)
 							continue

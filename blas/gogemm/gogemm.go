@@ -174,6 +174,10 @@ type problem struct {
 	beta     float32
 	c        []float32
 	ldc      int
+	// c16, bias: BgemmRound's bf16 C (in place of c) and its fp32 bias
+	// row (nil: none).
+	c16  []uint16
+	bias []float32
 }
 
 // run computes rows [i0, i1) × columns [j0, j1) of C on this goroutine.

@@ -22,6 +22,9 @@ func transpose16(dst unsafe.Pointer, ldd int, src unsafe.Pointer, lds int, rows,
 func interleave16(dst unsafe.Pointer, dstStep int, src0, src1 unsafe.Pointer, srcStep, panels int, lmask, smaskLo, smaskHi int)
 
 //go:noescape
+func roundTile(dst unsafe.Pointer, ldd int, src, bias unsafe.Pointer, alpha float32, rows, maskLo, maskHi int)
+
+//go:noescape
 func copy32(dst unsafe.Pointer, dstStep int, src unsafe.Pointer, srcStep, panels int, maskLo, maskHi int)
 
 // hasVecPack reports whether the packing helpers run here: AVX-512F for
@@ -77,4 +80,19 @@ func copyRuns(dst []float32, dstStep int, src []float32, w, panels int) {
 	_ = dst[(panels-1)*dstStep+w-1]
 	_ = src[panels*w-1]
 	copy32(unsafe.Pointer(&dst[0]), 4*dstStep, unsafe.Pointer(&src[0]), 4*w, panels, lowBits(min(w, 16)), lowBits(max(w-16, 0)))
+}
+
+// roundEdge sets dst[r·ldd + j] = bf16(alpha·e[r·32 + j] + bias[j]) for
+// r < rows ≤ 12 and j < cols ≤ 32 (bias nil: no bias), rounded to nearest
+// even.
+func roundEdge(dst []uint16, ldd int, e []float32, bias []float32, alpha float32, rows, cols int) {
+	_ = dst[(rows-1)*ldd+cols-1]
+	_ = e[rows*32-1]
+	var zero [32]float32
+	if bias == nil {
+		bias = zero[:]
+	}
+	_ = bias[cols-1]
+	roundTile(unsafe.Pointer(&dst[0]), 2*ldd, unsafe.Pointer(&e[0]), unsafe.Pointer(&bias[0]), alpha, rows,
+		lowBits(min(cols, 16)), lowBits(max(cols-16, 0)))
 }

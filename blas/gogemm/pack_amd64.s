@@ -279,3 +279,65 @@ DATA pairHi<>+40(SB)/8, $0x003b001b003a001a
 DATA pairHi<>+48(SB)/8, $0x003d001d003c001c
 DATA pairHi<>+56(SB)/8, $0x003f001f003e001e
 GLOBL pairHi<>(SB), RODATA|NOPTR, $64
+
+// func roundTile(dst unsafe.Pointer, ldd int, src, bias unsafe.Pointer, alpha float32, rows, maskLo, maskHi int)
+//
+// For r < rows and the columns j < 32 under maskLo (0-15) and maskHi
+// (16-31): dst[r·ldd + j] = bf16(alpha·src[32r + j] + bias[j]), rounded to
+// nearest even by backend.BF16FromF32's integer method (NaN kept quiet,
+// subnormals rounded like normals), dst in 16-bit words with ldd in bytes.
+// The multiply and the add round separately, as the kernels' alpha·acc +
+// beta·C does with beta = 1.
+TEXT ·roundTile(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ bias+24(FP), DX
+	VBROADCASTSS alpha+32(FP), Z6
+	MOVQ rows+40(FP), CX
+	MOVQ maskLo+48(FP), AX
+	KMOVW AX, K1
+	MOVQ maskHi+56(FP), AX
+	KMOVW AX, K2
+	VMOVUPS.Z (DX), K1, Z4
+	VMOVUPS.Z 64(DX), K2, Z5
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z7
+	MOVL $1, AX
+	VPBROADCASTD AX, Z8
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z9
+	TESTQ CX, CX
+	JLE rdone
+
+rrow:
+	VMULPS (SI), Z6, Z0
+	VADDPS Z4, Z0, Z0
+	VMULPS 64(SI), Z6, Z1
+	VADDPS Z5, Z1, Z1
+	VPSRLD $16, Z0, Z2
+	VPANDD Z8, Z2, Z3
+	VPADDD Z7, Z3, Z3
+	VPADDD Z0, Z3, Z3
+	VPSRLD $16, Z3, Z3
+	VCMPPS $3, Z0, Z0, K3
+	VPORD Z9, Z2, K3, Z3
+	VPMOVDW Z3, Y3
+	VMOVDQU16 Y3, K1, (DI)
+	VPSRLD $16, Z1, Z2
+	VPANDD Z8, Z2, Z3
+	VPADDD Z7, Z3, Z3
+	VPADDD Z1, Z3, Z3
+	VPSRLD $16, Z3, Z3
+	VCMPPS $3, Z1, Z1, K3
+	VPORD Z9, Z2, K3, Z3
+	VPMOVDW Z3, Y3
+	VMOVDQU16 Y3, K2, 32(DI)
+	ADDQ $128, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ rrow
+
+rdone:
+	VZEROUPPER
+	RET

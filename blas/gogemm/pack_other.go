@@ -22,3 +22,7 @@ func interleaveRows(dst []uint16, dstStep int, r0, r1 []uint16, w, panels int) {
 func copyRuns(dst []float32, dstStep int, src []float32, w, panels int) {
 	panic("gogemm: vector packing without AVX-512")
 }
+
+func roundEdge(dst []uint16, ldd int, e []float32, bias []float32, alpha float32, rows, cols int) {
+	panic("gogemm: vector packing without AVX-512")
+}
