@@ -200,7 +200,7 @@ func packAPairs(dst []uint16, p *problem, ic, mcb, pc, kcb, mr int, vec bool) {
 		for s := 0; s+1 < kcb; s += 2 {
 			r0 := p.a16[(pc+s)*p.lda+ic:][:mcb]
 			r1 := p.a16[(pc+s+1)*p.lda+ic:][:mcb]
-			interleaveRows(dst[s*12:], 2*kp*12, r0, r1, 12, mcb/12)
+			interleaveRows(dst[s*12:], 2*kp*12, r0, r1, 12, mcb/12, pfRows*p.lda)
 			for i := full; i < mcb; i++ {
 				d := dst[full*2*kp+s*mr+2*(i-full):]
 				d[0], d[1] = r0[i], r1[i]
@@ -279,7 +279,7 @@ func packBPairs(dst []uint16, p *problem, pc, kcb, jc, ncb, nr int, vec bool) {
 			q := 0
 			if vec && r1 != nil {
 				q = ncb / 32 * 32
-				interleaveRows(dst[s*32:], 2*kp*32, r0, r1, 32, ncb/32)
+				interleaveRows(dst[s*32:], 2*kp*32, r0, r1, 32, ncb/32, 0)
 			}
 			for ; q < ncb; q += nr {
 				cols := min(nr, ncb-q)

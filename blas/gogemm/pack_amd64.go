@@ -19,13 +19,13 @@ import (
 func transpose16(dst unsafe.Pointer, ldd int, src unsafe.Pointer, lds int, rows, blocks int)
 
 //go:noescape
-func interleave16(dst unsafe.Pointer, dstStep int, src0, src1 unsafe.Pointer, srcStep, panels int, lmask, smaskLo, smaskHi int)
+func interleave16(dst unsafe.Pointer, dstStep int, src0, src1 unsafe.Pointer, srcStep, panels int, lmask, smaskLo, smaskHi, pf int)
 
 //go:noescape
 func roundTile(dst unsafe.Pointer, ldd int, src, bias unsafe.Pointer, alpha float32, rows, maskLo, maskHi int)
 
 //go:noescape
-func copy32(dst unsafe.Pointer, dstStep int, src unsafe.Pointer, srcStep, panels int, maskLo, maskHi int)
+func copy32(dst unsafe.Pointer, dstStep int, src unsafe.Pointer, srcStep, panels int, maskLo, maskHi, pf int)
 
 // hasVecPack reports whether the packing helpers run here: AVX-512F for
 // the 32-bit moves and AVX-512BW for the 16-bit ones.
@@ -59,8 +59,10 @@ func tposePairs(dst []uint16, ldd int, src []uint16, lds, rows, blocks int) {
 }
 
 // interleaveRows sets, for each panel q < panels and j < w ≤ 32,
-// dst[q·dstStep + 2j] = r0[q·w + j] and dst[q·dstStep + 2j + 1] = r1[q·w + j].
-func interleaveRows(dst []uint16, dstStep int, r0, r1 []uint16, w, panels int) {
+// dst[q·dstStep + 2j] = r0[q·w + j] and dst[q·dstStep + 2j + 1] = r1[q·w + j],
+// prefetching the words pf elements past those it reads (no access: a
+// prefetch never faults).
+func interleaveRows(dst []uint16, dstStep int, r0, r1 []uint16, w, panels, pf int) {
 	if panels <= 0 {
 		return
 	}
@@ -68,18 +70,18 @@ func interleaveRows(dst []uint16, dstStep int, r0, r1 []uint16, w, panels int) {
 	_ = r0[panels*w-1]
 	_ = r1[panels*w-1]
 	interleave16(unsafe.Pointer(&dst[0]), 2*dstStep, unsafe.Pointer(&r0[0]), unsafe.Pointer(&r1[0]), 2*w, panels,
-		lowBits(w), lowBits(min(2*w, 32)), lowBits(max(2*w-32, 0)))
+		lowBits(w), lowBits(min(2*w, 32)), lowBits(max(2*w-32, 0)), 2*pf)
 }
 
 // copyRuns sets dst[q·dstStep + j] = src[q·w + j] for q < panels and
-// j < w ≤ 32.
-func copyRuns(dst []float32, dstStep int, src []float32, w, panels int) {
+// j < w ≤ 32, prefetching as interleaveRows does.
+func copyRuns(dst []float32, dstStep int, src []float32, w, panels, pf int) {
 	if panels <= 0 {
 		return
 	}
 	_ = dst[(panels-1)*dstStep+w-1]
 	_ = src[panels*w-1]
-	copy32(unsafe.Pointer(&dst[0]), 4*dstStep, unsafe.Pointer(&src[0]), 4*w, panels, lowBits(min(w, 16)), lowBits(max(w-16, 0)))
+	copy32(unsafe.Pointer(&dst[0]), 4*dstStep, unsafe.Pointer(&src[0]), 4*w, panels, lowBits(min(w, 16)), lowBits(max(w-16, 0)), 4*pf)
 }
 
 // roundEdge sets dst[r·ldd + j] = bf16(alpha·e[r·32 + j] + bias[j]) for

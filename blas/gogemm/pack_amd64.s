@@ -183,12 +183,15 @@ tdone:
 	VZEROUPPER
 	RET
 
-// func interleave16(dst unsafe.Pointer, dstStep int, src0, src1 unsafe.Pointer, srcStep, panels int, lmask, smaskLo, smaskHi int)
+// func interleave16(dst unsafe.Pointer, dstStep int, src0, src1 unsafe.Pointer, srcStep, panels int, lmask, smaskLo, smaskHi, pf int)
 //
 // For each of panels panels: the w ≤ 32 16-bit words of src0 and of src1
 // under lmask, interleaved (src0[j], src1[j]) into the 2w words at dst
 // under smaskLo (words 0-31) and smaskHi (words 32-63). Steps are in bytes.
-TEXT ·interleave16(SB), NOSPLIT, $0-72
+// Each step also prefetches pf bytes past both sources: the rows a caller
+// packs next, which the hardware prefetcher cannot guess when they lie a
+// page or more apart (a transposed A).
+TEXT ·interleave16(SB), NOSPLIT, $0-80
 	MOVQ dst+0(FP), DI
 	MOVQ dstStep+8(FP), R8
 	MOVQ src0+16(FP), SI
@@ -201,12 +204,15 @@ TEXT ·interleave16(SB), NOSPLIT, $0-72
 	KMOVD AX, K2
 	MOVQ smaskHi+64(FP), AX
 	KMOVD AX, K3
+	MOVQ pf+72(FP), R10
 	VMOVDQU64 pairLo<>(SB), Z4
 	VMOVDQU64 pairHi<>(SB), Z5
 	TESTQ CX, CX
 	JLE idone
 
 iloop:
+	PREFETCHT0 (SI)(R10*1)
+	PREFETCHT0 (DX)(R10*1)
 	VMOVDQU16.Z (SI), K1, Z2
 	VMOVDQU16.Z (DX), K1, Z3
 	VMOVDQA64 Z4, Z0
@@ -225,13 +231,13 @@ idone:
 	VZEROUPPER
 	RET
 
-// func copy32(dst unsafe.Pointer, dstStep int, src unsafe.Pointer, srcStep, panels int, maskLo, maskHi int)
+// func copy32(dst unsafe.Pointer, dstStep int, src unsafe.Pointer, srcStep, panels int, maskLo, maskHi, pf int)
 //
 // For each of panels panels: the 32-bit units 0-15 of src under maskLo and
 // 16-31 under maskHi to the same places at dst. Steps are in bytes. It is
 // copy() for the 48- and 128-byte runs of a panel, which the compiler
-// sends through memmove.
-TEXT ·copy32(SB), NOSPLIT, $0-56
+// sends through memmove. pf is interleave16's.
+TEXT ·copy32(SB), NOSPLIT, $0-64
 	MOVQ dst+0(FP), DI
 	MOVQ dstStep+8(FP), R8
 	MOVQ src+16(FP), SI
@@ -241,10 +247,13 @@ TEXT ·copy32(SB), NOSPLIT, $0-56
 	KMOVW AX, K1
 	MOVQ maskHi+48(FP), AX
 	KMOVW AX, K2
+	MOVQ pf+56(FP), R10
 	TESTQ CX, CX
 	JLE cdone
 
 cloop:
+	PREFETCHT0 (SI)(R10*1)
+	PREFETCHT0 64(SI)(R10*1)
 	VMOVDQU32.Z (SI), K1, Z0
 	VMOVDQU32.Z 64(SI), K2, Z1
 	VMOVDQU32 Z0, K1, (DI)

@@ -15,11 +15,11 @@ func tposePairs(dst []uint16, ldd int, src []uint16, lds, rows, blocks int) {
 	panic("gogemm: vector packing without AVX-512")
 }
 
-func interleaveRows(dst []uint16, dstStep int, r0, r1 []uint16, w, panels int) {
+func interleaveRows(dst []uint16, dstStep int, r0, r1 []uint16, w, panels, pf int) {
 	panic("gogemm: vector packing without AVX-512")
 }
 
-func copyRuns(dst []float32, dstStep int, src []float32, w, panels int) {
+func copyRuns(dst []float32, dstStep int, src []float32, w, panels, pf int) {
 	panic("gogemm: vector packing without AVX-512")
 }
 
