@@ -108,33 +108,33 @@ func (k *bf16Round) round(x archsimd.Float32x16) archsimd.Uint16x16 {
 
 // vstoreScaled is v.storeScaled with BF16 scaled and rounded 16 lanes at
 // a time, bit-identical to it.
-func (v fview) vstoreScaled(off int, x []float32, s float32) {
+func (v fview) vstoreScaled(off int, x []float32, a, b float32) {
 	if v.dt != backend.BF16 || !archsimd.X86.AVX512() {
-		v.storeScaled(off, x, s)
+		v.storeScaled(off, x, a, b)
 		return
 	}
 	dst := v.u16[off : off+len(x)]
 	k := newBF16Round()
-	vs := archsimd.BroadcastFloat32x16(s)
+	va, vb := archsimd.BroadcastFloat32x16(a), archsimd.BroadcastFloat32x16(b)
 	i := 0
 	for ; i+16 <= len(x); i += 16 {
-		k.round(archsimd.LoadFloat32x16Slice(x[i:]).Mul(vs)).StoreSlice(dst[i:])
+		k.round(archsimd.LoadFloat32x16Slice(x[i:]).Mul(va).Mul(vb)).StoreSlice(dst[i:])
 	}
-	v.storeScaled(off+i, x[i:], s)
+	v.storeScaled(off+i, x[i:], a, b)
 }
 
-// scaleRow sets o = x·s.
-func scaleRow(o, x []float32, s float32) {
+// scaleRow sets o = x·a·b, each product rounded.
+func scaleRow(o, x []float32, a, b float32) {
 	n := len(o)
 	x = x[:n]
 	i := 0
 	if archsimd.X86.AVX512() {
-		vs := archsimd.BroadcastFloat32x16(s)
+		va, vb := archsimd.BroadcastFloat32x16(a), archsimd.BroadcastFloat32x16(b)
 		for ; i+16 <= n; i += 16 {
-			archsimd.LoadFloat32x16Slice(x[i:]).Mul(vs).StoreSlice(o[i:])
+			archsimd.LoadFloat32x16Slice(x[i:]).Mul(va).Mul(vb).StoreSlice(o[i:])
 		}
 	}
-	scaleRowScalar(o[i:], x[i:], s)
+	scaleRowScalar(o[i:], x[i:], a, b)
 }
 
 // scaleMul sets o = x·s·w.
