@@ -24,6 +24,7 @@ func expInPlace(v []float32) {
 	for ; i+16 <= len(v); i += 16 {
 		k.exp(archsimd.LoadFloat32x16Slice(v[i:])).StoreSlice(v[i:])
 	}
+	archsimd.ClearAVXUpperBits()
 	expInPlaceScalar(v[i:])
 }
 
@@ -74,6 +75,7 @@ func softmaxRow(p, x []float32) (float32, float64) {
 		for ; i+16 <= len(p); i += 16 {
 			archsimd.LoadFloat32x16Slice(p[i:]).Mul(iv).StoreSlice(p[i:])
 		}
+		archsimd.ClearAVXUpperBits()
 	}
 	for j := range p[i:] {
 		p[i+j] *= inv
@@ -140,6 +142,7 @@ func expRowBF16(p []float32, x []uint16) (float32, float64) {
 func maxLanes(mv archsimd.Float32x16, rest []float32) float32 {
 	var lanes [16]float32
 	mv.Store(&lanes)
+	archsimd.ClearAVXUpperBits()
 	m := lanes[0]
 	for _, v := range lanes[1:] {
 		if v > m {
@@ -177,6 +180,7 @@ func sumTail(s0, s1 archsimd.Float64x8, p, x []float32, m float32) float64 {
 	var d0, d1 [8]float64
 	s0.Store(&d0)
 	s1.Store(&d1)
+	archsimd.ClearAVXUpperBits()
 	var sum float64
 	for j := range d0 {
 		sum += d0[j] + d1[j]
