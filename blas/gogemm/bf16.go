@@ -97,7 +97,8 @@ func (g *Gemm) Bgemm(transA, transB bool, m, n, k int, alpha float32, a []uint16
 // kernel and a k of one slab (k ≤ 512): it reports false, having written
 // nothing, elsewhere. m, n, k must be positive.
 func (g *Gemm) BgemmRound(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, bias []float32, c []uint16, ldc int) bool {
-	if g.bkern == nil || !g.vec || k > 2*g.kc {
+	// roundEdge reads tiles 32 wide: the AVX-512 pair kernel's.
+	if g.bkern == nil || g.bkern.nr != 32 || !g.vec || k > 2*g.kc {
 		return false
 	}
 	p := problem{transA: transA, transB: transB, k: k, alpha: alpha, a16: a, lda: lda, b16: b, ldb: ldb, c16: c, bias: bias, ldc: ldc}
@@ -189,6 +190,7 @@ func combineEdge(c []float32, ldc int, edge []float32, nr, mrb, nrb int, alpha, 
 // of an odd kcb's last pair are zero. vec (mr 12 only) moves whole panels
 // and whole pairs with the AVX-512 helpers and leaves the rest to the loops.
 func packAPairs(dst []uint16, p *problem, ic, mcb, pc, kcb, mr int, vec bool) {
+	vec = vec && mr == 12
 	kp := (kcb + 1) / 2
 	if mcb%mr != 0 || kcb%2 != 0 {
 		clear(dst[:roundUp(mcb, mr)*2*kp])
@@ -262,6 +264,7 @@ func packAPairs(dst []uint16, p *problem, ic, mcb, pc, kcb, mr int, vec bool) {
 // second half of an odd kcb's last pair are zero. vec (nr 32 only) is
 // packAPairs's.
 func packBPairs(dst []uint16, p *problem, pc, kcb, jc, ncb, nr int, vec bool) {
+	vec = vec && nr == 32
 	kp := (kcb + 1) / 2
 	if ncb%nr != 0 || kcb%2 != 0 {
 		clear(dst[:roundUp(ncb, nr)*2*kp])

@@ -252,6 +252,7 @@ func (g *Gemm) run(p *problem, i0, i1, j0, j1 int) {
 // past mcb zero. vec (mr 12 only) moves whole panels with the AVX-512
 // helpers and leaves the rest to the loops.
 func packA(dst []float32, p *problem, ic, mcb, pc, kcb, mr int, vec bool) {
+	vec = vec && mr == 12
 	if p.a16 != nil {
 		packAWiden(dst, p, ic, mcb, pc, kcb, mr)
 		return
@@ -310,6 +311,7 @@ func packA(dst []float32, p *problem, ic, mcb, pc, kcb, mr int, vec bool) {
 // nr: panel q holds columns jc+q·nr … for each p in order, nr floats per p,
 // columns past ncb zero. vec (nr 32 only) is packA's.
 func packB(dst []float32, p *problem, pc, kcb, jc, ncb, nr int, vec bool) {
+	vec = vec && nr == 32
 	if p.b16 != nil {
 		packBWiden(dst, p, pc, kcb, jc, ncb, nr)
 		return
