@@ -92,8 +92,8 @@ func (g *Gemm) Bgemm(transA, transB bool, m, n, k int, alpha float32, a []uint16
 // beta = 1 over C holding the bias in every row, rounded to nearest even
 // (NaN kept quiet, subnormals rounded like normals: backend.BF16FromF32),
 // without the fp32 C. Each tile is rounded as the kernel finishes it, so a
-// product with a wide C (the classifier's logits: 2048 × 50304) writes half
-// the bytes and is not read back to be narrowed. It runs only with the pair
+// product with a wide C (the classifier's logits: 256 × 50304 a chunk)
+// writes half the bytes and is not read back to be narrowed. It runs only with the pair
 // kernel and a k of one slab (k ≤ 512): it reports false, having written
 // nothing, elsewhere. m, n, k must be positive.
 func (g *Gemm) BgemmRound(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, bias []float32, c []uint16, ldc int) bool {
@@ -119,7 +119,7 @@ func (g *Gemm) runBF16(p *problem, i0, i1, j0, j1 int) {
 	// A kc-deep slab of bf16 takes the bytes of a kc/2-deep fp32 one:
 	// twice Sgemm's kc fills the same L1 and L2, and halves the passes
 	// over C (read and written once a slab) on deep products such as the
-	// classifier's dW (k = B·T) and dX (k = V).
+	// classifier's dX (k = V) or a dW over a whole batch (k = B·T).
 	kc, mc, nc := 2*g.kc, g.mc, g.nc
 	if ws.a16 == nil {
 		ws.a16 = make([]uint16, roundUp(mc, mr)*kc)
