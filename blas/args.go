@@ -4,15 +4,16 @@ package blas
 // package, never run-time conditions, and are the same for every Impl
 // (and the same text gonum uses), so a test can match them.
 const (
-	msgMLT0   = "blas: m < 0"
-	msgNLT0   = "blas: n < 0"
-	msgKLT0   = "blas: k < 0"
-	msgBadLdA = "blas: bad leading dimension of A"
-	msgBadLdB = "blas: bad leading dimension of B"
-	msgBadLdC = "blas: bad leading dimension of C"
-	msgShortA = "blas: insufficient length of a"
-	msgShortB = "blas: insufficient length of b"
-	msgShortC = "blas: insufficient length of c"
+	msgMLT0      = "blas: m < 0"
+	msgNLT0      = "blas: n < 0"
+	msgKLT0      = "blas: k < 0"
+	msgBadLdA    = "blas: bad leading dimension of A"
+	msgBadLdB    = "blas: bad leading dimension of B"
+	msgBadLdC    = "blas: bad leading dimension of C"
+	msgShortA    = "blas: insufficient length of a"
+	msgShortB    = "blas: insufficient length of b"
+	msgShortC    = "blas: insufficient length of c"
+	msgShortBias = "blas: insufficient length of bias"
 )
 
 // storedLen is how many elements a rows×cols row-major matrix with leading

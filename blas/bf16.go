@@ -16,6 +16,18 @@ type BF16Impl interface {
 	BF16Kernel() string
 }
 
+// BF16Rounder is a BF16Impl that can also write a product rounded to bf16,
+// with no fp32 C between the kernel and the rounding.
+type BF16Rounder interface {
+	// BgemmRound sets C = bf16(alpha·op(A)·op(B) + bias), bias (length n,
+	// or nil) added in fp32 to every row, the sum rounded to nearest even
+	// as Bgemm with beta = 1 over the bias rows then rounded would be. It
+	// reports false, having written nothing, for a product it does not
+	// take (no bf16 kernel, or k too deep for one pass): the caller then
+	// runs Bgemm into fp32 and rounds.
+	BgemmRound(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, bias []float32, c []uint16, ldc int) bool
+}
+
 // AsBF16 returns impl's bf16 GEMM, seeing through a Recorder (whose tally
 // then counts bf16 shapes with Shape.BF16 set), or nil when impl has none
 // (OpenBLAS and gonum here: their callers widen).
@@ -42,6 +54,21 @@ func (o *Go) Bgemm(transA, transB bool, m, n, k int, alpha float32, a []uint16, 
 	o.g.Bgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
+// BgemmRound implements BF16Rounder.
+func (o *Go) BgemmRound(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, bias []float32, c []uint16, ldc int) bool {
+	checkSgemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	if bias != nil && len(bias) < n {
+		panic(msgShortBias)
+	}
+	if m == 0 || n == 0 {
+		return true
+	}
+	if k == 0 || alpha == 0 {
+		return false
+	}
+	return o.g.BgemmRound(transA, transB, m, n, k, alpha, a, lda, b, ldb, bias, c, ldc)
+}
+
 // NativeBF16 implements BF16Impl.
 func (o *Go) NativeBF16() bool { return o.g.NativeBF16() }
 
@@ -58,6 +85,17 @@ type recordingBF16 struct {
 func (rb recordingBF16) Bgemm(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
 	rb.r.add(Shape{TransA: transA, TransB: transB, M: m, N: n, K: k, BF16: true})
 	rb.BF16Impl.Bgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// BgemmRound implements BF16Rounder, counting the shape as Bgemm does when
+// the inner GEMM takes it.
+func (rb recordingBF16) BgemmRound(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, bias []float32, c []uint16, ldc int) bool {
+	r, ok := rb.BF16Impl.(BF16Rounder)
+	if !ok || !r.BgemmRound(transA, transB, m, n, k, alpha, a, lda, b, ldb, bias, c, ldc) {
+		return false
+	}
+	rb.r.add(Shape{TransA: transA, TransB: transB, M: m, N: n, K: k, BF16: true})
+	return true
 }
 
 // withNativeBF16 gives impl (OpenBLAS, which has no bf16 GEMM) the Go GEMM's
@@ -82,6 +120,11 @@ type bf16Beside struct {
 // Bgemm implements BF16Impl.
 func (b bf16Beside) Bgemm(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, bm []uint16, ldb int, beta float32, c []float32, ldc int) {
 	b.bf.Bgemm(transA, transB, m, n, k, alpha, a, lda, bm, ldb, beta, c, ldc)
+}
+
+// BgemmRound implements BF16Rounder.
+func (b bf16Beside) BgemmRound(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, bm []uint16, ldb int, bias []float32, c []uint16, ldc int) bool {
+	return b.bf.BgemmRound(transA, transB, m, n, k, alpha, a, lda, bm, ldb, bias, c, ldc)
 }
 
 // NativeBF16 implements BF16Impl.

@@ -65,3 +65,63 @@ func TestRooflineOfBF16Shapes(t *testing.T) {
 		t.Fatalf("MeasureRoofline = %g at %v", g, best)
 	}
 }
+
+// TestBgemmRoundThroughRecorder: where the Go GEMM rounds bf16 products
+// itself (AVX512_BF16), a Recorder passes BgemmRound through, tallies the
+// shape and writes the bf16 of what Bgemm computes plus the bias; a k too
+// deep for one pass is declined, untallied and unwritten, and a short bias
+// is a caller bug.
+func TestBgemmRoundThroughRecorder(t *testing.T) {
+	g := NewGo(2)
+	rec := NewRecorder(g)
+	r, ok := AsBF16(rec).(BF16Rounder)
+	if !ok {
+		t.Fatal("a Recorder over the Go GEMM hides BgemmRound")
+	}
+	m, n, k := 30, 70, 40
+	a16, b16 := make([]uint16, m*k), make([]uint16, n*k)
+	for i := range a16 {
+		a16[i] = uint16(math.Float32bits(float32(i%11-5)/4) >> 16)
+	}
+	for i := range b16 {
+		b16[i] = uint16(math.Float32bits(float32(i%5-2)/2) >> 16)
+	}
+	bias := make([]float32, n)
+	for j := range bias {
+		bias[j] = float32(j%7) - 3
+	}
+	got := make([]uint16, m*n)
+	if !r.BgemmRound(false, true, m, n, k, 1, a16, k, b16, k, bias, got, n) {
+		if g.NativeBF16() {
+			t.Fatal("BgemmRound declined a one-pass product on a CPU with the bf16 kernel")
+		}
+		t.Skip("no AVX512_BF16: BgemmRound declines")
+	}
+	want := make([]float32, m*n)
+	for i := range m {
+		copy(want[i*n:], bias)
+	}
+	g.Bgemm(false, true, m, n, k, 1, a16, k, b16, k, 1, want, n)
+	for i := range got {
+		// Small exact values: the fp32 result is a bf16 already.
+		if w := uint16(math.Float32bits(want[i]) >> 16); got[i] != w {
+			t.Fatalf("C[%d] = %#04x, Bgemm plus bias %#04x (%g)", i, got[i], w, want[i])
+		}
+	}
+	if top := rec.Top(2); len(top) != 1 || top[0] != (Shape{TransB: true, M: m, N: n, K: k, BF16: true}) {
+		t.Fatalf("recorded %v, want one bf16 shape", top)
+	}
+	deep := 2000
+	if r.BgemmRound(false, true, 1, 1, deep, 1, make([]uint16, deep), deep, make([]uint16, deep), deep, nil, got[:1], 1) {
+		t.Fatalf("BgemmRound took k = %d, deeper than one pass", deep)
+	}
+	if len(rec.Top(3)) != 1 {
+		t.Fatal("a declined BgemmRound was tallied")
+	}
+	defer func() {
+		if p := recover(); p != msgShortBias {
+			t.Fatalf("a short bias: recovered %v, want %q", p, msgShortBias)
+		}
+	}()
+	r.BgemmRound(false, true, m, n, k, 1, a16, k, b16, k, bias[:3], got, n)
+}

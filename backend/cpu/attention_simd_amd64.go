@@ -25,6 +25,7 @@ func attRowMax(x []float32) float32 {
 	}
 	var lanes [16]float32
 	mv.Store(&lanes)
+	archsimd.ClearAVXUpperBits()
 	return attRowMaxScalar(lanes[:])
 }
 
@@ -43,6 +44,7 @@ func attExpShiftSum(x []float32, c float32) float32 {
 	}
 	var lanes [16]float32
 	acc.Store(&lanes)
+	archsimd.ClearAVXUpperBits()
 	var s float32
 	for _, v := range lanes {
 		s += v
@@ -61,6 +63,7 @@ func attExpShift(x []float32, c float32) {
 	for ; i+16 <= len(x); i += 16 {
 		k.exp(archsimd.LoadFloat32x16Slice(x[i:]).Sub(cv)).StoreSlice(x[i:])
 	}
+	archsimd.ClearAVXUpperBits()
 	attExpShiftScalar(x[i:], c)
 }
 
@@ -79,6 +82,7 @@ func attScaleTo(dst, src []float32, a float32) {
 	for ; i+16 <= len(src); i += 16 {
 		archsimd.LoadFloat32x16Slice(src[i:]).Mul(av).StoreSlice(dst[i:])
 	}
+	archsimd.ClearAVXUpperBits()
 	attScaleToScalar(dst[i:], src[i:], a)
 }
 
@@ -94,6 +98,7 @@ func attDot(a, b []float32) float32 {
 	}
 	var lanes [16]float32
 	acc.Store(&lanes)
+	archsimd.ClearAVXUpperBits()
 	var s float32
 	for _, v := range lanes {
 		s += v
@@ -112,6 +117,7 @@ func attDS(ds, p []float32, dd float32) {
 	for ; i+16 <= len(ds); i += 16 {
 		archsimd.LoadFloat32x16Slice(p[i:]).Mul(archsimd.LoadFloat32x16Slice(ds[i:]).Sub(dv)).StoreSlice(ds[i:])
 	}
+	archsimd.ClearAVXUpperBits()
 	attDSScalar(ds[i:], p[i:], dd)
 }
 
@@ -125,6 +131,7 @@ func attAdd(dst, src []float32) {
 	for ; i+16 <= len(src); i += 16 {
 		archsimd.LoadFloat32x16Slice(dst[i:]).Add(archsimd.LoadFloat32x16Slice(src[i:])).StoreSlice(dst[i:])
 	}
+	archsimd.ClearAVXUpperBits()
 	attAddScalar(dst[i:], src[i:])
 }
 
@@ -221,6 +228,7 @@ func attGemm(transA bool, m, n, k int, alpha float32, a []float32, lda int, b []
 			st.putPart(c[i*ldc+j:][:w], c0)
 		}
 	}
+	archsimd.ClearAVXUpperBits() // see decmath_simd_amd64.go
 }
 
 // attStorer writes accumulators as alpha·acc + beta·C.

@@ -95,6 +95,47 @@ func TestDecoderKernels(t *testing.T) {
 	}
 }
 
+// TestExpRowBF16 holds the classifier's exp pass over a bf16 row, widened
+// in registers, to the same pass over the row widened first: the same max,
+// the same sum bit for bit and the same exps, at lengths that leave every
+// tail and with NaN and infinite logits among them; and expRow plus its
+// normalisation to softmaxRow.
+func TestExpRowBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, n := range []int{1, 15, 16, 17, 33, 1000, 50257} {
+		x := make([]uint16, n)
+		for i := range x {
+			x[i] = backend.BF16FromF32(float32(rng.NormFloat64() * 8))
+		}
+		if n > 40 {
+			x[5], x[20] = 0x7f80, 0xff80 // +Inf, -Inf
+		}
+		wide := make([]float32, n)
+		for i, h := range x {
+			wide[i] = backend.F32FromBF16(h)
+		}
+		p, want := make([]float32, n), make([]float32, n)
+		m, sum := expRowBF16(p, x)
+		mWant, sumWant := expRow(want, wide)
+		if math.Float32bits(m) != math.Float32bits(mWant) || math.Float64bits(sum) != math.Float64bits(sumWant) {
+			t.Fatalf("n=%d: max %g sum %.17g, on the widened row %g %.17g", n, m, sum, mWant, sumWant)
+		}
+		for i := range p {
+			if math.Float32bits(p[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("n=%d: e[%d] = %g, on the widened row %g", n, i, p[i], want[i])
+			}
+		}
+		soft := make([]float32, n)
+		softmaxRow(soft, wide)
+		inv := float32(1 / sum)
+		for i := range soft {
+			if e := want[i] * inv; math.Float32bits(soft[i]) != math.Float32bits(e) {
+				t.Fatalf("n=%d: softmax[%d] = %g, expRow·(1/Σ) %g", n, i, soft[i], e)
+			}
+		}
+	}
+}
+
 // TestDecoderBF16Views holds vload and vstore, the decoder ops' BF16
 // conversions, to fview's load and store bit for bit on random bit patterns
 // (NaNs with payloads, infinities, subnormals, rounding ties among them) at
@@ -134,6 +175,33 @@ func TestDecoderBF16Views(t *testing.T) {
 		addRowScalar(oWant, x, y)
 		if !slices.Equal(o, oWant) {
 			t.Fatalf("addRow, n=%d: differs from the scalar loop", n)
+		}
+		// The classifier's dlogits: x·a·b, in fp32 and rounded to bf16 in
+		// one pass, against the scalar products then store; scales that
+		// push products into overflow, subnormals and rounding ties.
+		for _, sc := range []float32{1, 0.37, -3e-39, 1e38} {
+			const a = 1.0 / 3
+			scaleRow(o, f, a, sc)
+			for i := range oWant {
+				oWant[i] = f[i] * a
+				oWant[i] *= sc
+			}
+			for i := range o {
+				if math.Float32bits(o[i]) != math.Float32bits(oWant[i]) {
+					t.Fatalf("scaleRow, n=%d, s=%g: [%d] = %#08x, scalar %#08x", n, sc, i, math.Float32bits(o[i]), math.Float32bits(oWant[i]))
+				}
+			}
+			got.vstoreScaled(0, f, a, sc)
+			want.store(0, oWant)
+			for i := range f {
+				if got.u16[i] != want.u16[i] {
+					t.Fatalf("vstoreScaled, n=%d, s=%g: %#08x → %#04x, store of the product gives %#04x", n, sc, math.Float32bits(f[i]), got.u16[i], want.u16[i])
+				}
+			}
+			got.storeScaled(0, f, a, sc)
+			if !slices.Equal(got.u16, want.u16) {
+				t.Fatalf("storeScaled, n=%d, s=%g: differs from store of the product", n, sc)
+			}
 		}
 	}
 }

@@ -2,7 +2,11 @@
 
 package cpu
 
-import "simd/archsimd"
+import (
+	"simd/archsimd"
+
+	"github.com/gotrain/gotrain/backend"
+)
 
 // expInPlace sets v[i] = exp32(v[i]), 16 lanes at a time on AVX-512. The
 // vector loop performs exp32's operations in exp32's order, each rounded to
@@ -20,6 +24,7 @@ func expInPlace(v []float32) {
 	for ; i+16 <= len(v); i += 16 {
 		k.exp(archsimd.LoadFloat32x16Slice(v[i:])).StoreSlice(v[i:])
 	}
+	archsimd.ClearAVXUpperBits()
 	expInPlaceScalar(v[i:])
 }
 
@@ -61,9 +66,29 @@ func (k *expConsts) exp(x archsimd.Float32x16) archsimd.Float32x16 {
 // the lanes' sums are added in a fixed order, so results are deterministic
 // (they differ from the scalar build's only in the order of the float64 sum).
 func softmaxRow(p, x []float32) (float32, float64) {
+	m, sum := expRow(p, x)
+	p = p[:len(x)]
+	inv := float32(1 / sum)
+	iv := archsimd.BroadcastFloat32x16(inv)
+	i := 0
+	if archsimd.X86.AVX512() {
+		for ; i+16 <= len(p); i += 16 {
+			archsimd.LoadFloat32x16Slice(p[i:]).Mul(iv).StoreSlice(p[i:])
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	for j := range p[i:] {
+		p[i+j] *= inv
+	}
+	return m, sum
+}
+
+// expRow is softmaxRow without the normalisation: p = e^(x−max), unscaled,
+// for a caller that scales p in a pass of its own.
+func expRow(p, x []float32) (float32, float64) {
 	n := len(x)
 	if !archsimd.X86.AVX512() || n < 16 {
-		return softmaxRowScalar(p, x)
+		return expRowScalar(p, x)
 	}
 	p = p[:n]
 	mv := archsimd.LoadFloat32x16Slice(x)
@@ -71,54 +96,104 @@ func softmaxRow(p, x []float32) (float32, float64) {
 	for ; i+16 <= n; i += 16 {
 		mv = mv.Max(archsimd.LoadFloat32x16Slice(x[i:]))
 	}
+	return expRowFrom(p, x, maxLanes(mv, x[i:]))
+}
+
+// expRowBF16 is expRow on a bf16 row, widened in registers (exactly: a
+// shift) in both passes, so it is bit-identical to expRow on the widened
+// row without writing it: the classifier's logits are read as they are.
+func expRowBF16(p []float32, x []uint16) (float32, float64) {
+	n := len(x)
+	p = p[:n]
+	if !archsimd.X86.AVX512() || n < 16 {
+		for i, h := range x {
+			p[i] = backend.F32FromBF16(h)
+		}
+		return expRowScalar(p, p)
+	}
+	widen := func(i int) archsimd.Float32x16 {
+		return archsimd.LoadUint16x16Slice(x[i:]).ExtendToUint32().ShiftAllLeft(16).AsFloat32x16()
+	}
+	mv := widen(0)
+	i := 16
+	for ; i+16 <= n; i += 16 {
+		mv = mv.Max(widen(i))
+	}
+	var tail [16]float32
+	for j, h := range x[i:] {
+		tail[j] = backend.F32FromBF16(h)
+	}
+	m := maxLanes(mv, tail[:n-i])
+	k := newExpConsts()
+	mb := archsimd.BroadcastFloat32x16(m)
+	var s0, s1 archsimd.Float64x8
+	i = 0
+	for ; i+16 <= n; i += 16 {
+		e := k.exp(widen(i).Sub(mb))
+		e.StoreSlice(p[i:])
+		s0 = s0.Add(e.GetLo().ConvertToFloat64())
+		s1 = s1.Add(e.GetHi().ConvertToFloat64())
+	}
+	return m, sumTail(s0, s1, p[i:], tail[:n-i], m)
+}
+
+// maxLanes is the largest of mv's lanes and rest's values, found as the
+// scalar loop finds it (NaNs never win a comparison).
+func maxLanes(mv archsimd.Float32x16, rest []float32) float32 {
 	var lanes [16]float32
 	mv.Store(&lanes)
+	archsimd.ClearAVXUpperBits()
 	m := lanes[0]
 	for _, v := range lanes[1:] {
 		if v > m {
 			m = v
 		}
 	}
-	for _, v := range x[i:] {
+	for _, v := range rest {
 		if v > m {
 			m = v
 		}
 	}
+	return m
+}
+
+// expRowFrom is expRow's exp pass, given the row's max m.
+func expRowFrom(p, x []float32, m float32) (float32, float64) {
+	n := len(x)
 	k := newExpConsts()
 	mb := archsimd.BroadcastFloat32x16(m)
 	var s0, s1 archsimd.Float64x8
-	i = 0
+	i := 0
 	for ; i+16 <= n; i += 16 {
 		e := k.exp(archsimd.LoadFloat32x16Slice(x[i:]).Sub(mb))
 		e.StoreSlice(p[i:])
 		s0 = s0.Add(e.GetLo().ConvertToFloat64())
 		s1 = s1.Add(e.GetHi().ConvertToFloat64())
 	}
+	return m, sumTail(s0, s1, p[i:], x[i:], m)
+}
+
+// sumTail adds the lane sums s0 and s1 in a fixed order, then sets the
+// row's last len(x) < 16 values p = e^(x−m) with the scalar exp and adds
+// them.
+func sumTail(s0, s1 archsimd.Float64x8, p, x []float32, m float32) float64 {
 	var d0, d1 [8]float64
 	s0.Store(&d0)
 	s1.Store(&d1)
+	archsimd.ClearAVXUpperBits()
 	var sum float64
 	for j := range d0 {
 		sum += d0[j] + d1[j]
 	}
-	tail := p[i:]
-	for j, v := range x[i:] {
-		tail[j] = v - m
+	p = p[:len(x)]
+	for j, v := range x {
+		p[j] = v - m
 	}
-	expInPlaceScalar(tail)
-	for _, e := range tail {
+	expInPlaceScalar(p)
+	for _, e := range p {
 		sum += float64(e)
 	}
-	inv := float32(1 / sum)
-	iv := archsimd.BroadcastFloat32x16(inv)
-	i = 0
-	for ; i+16 <= n; i += 16 {
-		archsimd.LoadFloat32x16Slice(p[i:]).Mul(iv).StoreSlice(p[i:])
-	}
-	for j := range p[i:] {
-		p[i+j] *= inv
-	}
-	return m, sum
+	return sum
 }
 
 // VectorMath says which softmax/exp loops run: "avx512" in a GOEXPERIMENT=simd

@@ -56,6 +56,18 @@ func expInPlaceScalar(v []float32) {
 // softmaxRowScalar sets p = softmax(x) and returns max(x) and Σe^(x−max)
 // (accumulated in float64) for the loss. len(p) == len(x) > 0.
 func softmaxRowScalar(p, x []float32) (m float32, sum float64) {
+	m, sum = expRowScalar(p, x)
+	inv := float32(1 / sum)
+	p = p[:len(x)]
+	for j := range p {
+		p[j] *= inv
+	}
+	return m, sum
+}
+
+// expRowScalar is softmaxRowScalar without the normalisation: p =
+// e^(x−max), unscaled.
+func expRowScalar(p, x []float32) (m float32, sum float64) {
 	p = p[:len(x)]
 	m = x[0]
 	for _, xi := range x {
@@ -69,10 +81,6 @@ func softmaxRowScalar(p, x []float32) (m float32, sum float64) {
 	expInPlaceScalar(p)
 	for _, e := range p {
 		sum += float64(e)
-	}
-	inv := float32(1 / sum)
-	for j := range p {
-		p[j] *= inv
 	}
 	return m, sum
 }

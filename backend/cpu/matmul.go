@@ -21,6 +21,9 @@ func (be *Backend) MatmulForward(out, inp, weight, bias backend.Buffer, N, C, OC
 	checkLen(op, "out", out, N*OC)
 	checkLen(op, "inp", inp, N*C)
 	checkLen(op, "weight", weight, OC*C)
+	if be.matmulRounded(out, inp, weight, bias, N, C, OC) {
+		return
+	}
 	ov, iv, wv := floatView(op, out), floatView(op, inp), floatView(op, weight)
 	o := be.scratchFor(ov, N*OC)
 	beta := float32(0)

@@ -78,3 +78,12 @@ func BenchmarkFcDX(b *testing.B)      { benchShape(b, New(0), false, false, 2048
 func BenchmarkFcDXBF16(b *testing.B)  { benchBF16(b, New(0), false, false, 2048, 256, 1024) }
 func BenchmarkFcDW(b *testing.B)      { benchShape(b, New(0), true, false, 1024, 256, 2048) }
 func BenchmarkFcDWBF16(b *testing.B)  { benchBF16(b, New(0), true, false, 1024, 256, 2048) }
+
+// The tied classifier of gpt2-tiny (N 2048, C 256, V 50304), 80% of the
+// model's FLOPs: forward (NT), dX (NN) and dW (TN), fp32 and bf16.
+func BenchmarkHeadFwd(b *testing.B)     { benchShape(b, New(0), false, true, 2048, 50304, 256) }
+func BenchmarkHeadFwdBF16(b *testing.B) { benchBF16(b, New(0), false, true, 2048, 50304, 256) }
+func BenchmarkHeadDX(b *testing.B)      { benchShape(b, New(0), false, false, 2048, 256, 50304) }
+func BenchmarkHeadDXBF16(b *testing.B)  { benchBF16(b, New(0), false, false, 2048, 256, 50304) }
+func BenchmarkHeadDW(b *testing.B)      { benchShape(b, New(0), true, false, 50304, 256, 2048) }
+func BenchmarkHeadDWBF16(b *testing.B)  { benchBF16(b, New(0), true, false, 50304, 256, 2048) }

@@ -87,6 +87,25 @@ func (g *Gemm) Bgemm(transA, transB bool, m, n, k int, alpha float32, a []uint16
 	g.split(m, n, k, g.bkern.mr, g.bkern.nr, func(i0, i1, j0, j1 int) { g.runBF16(&p, i0, i1, j0, j1) })
 }
 
+// BgemmRound computes C = bf16(alpha·op(A)·op(B) + bias) with A, B and C
+// bfloat16 (raw bits) and bias fp32 of length n (nil: none): Bgemm with
+// beta = 1 over C holding the bias in every row, rounded to nearest even
+// (NaN kept quiet, subnormals rounded like normals: backend.BF16FromF32),
+// without the fp32 C. Each tile is rounded as the kernel finishes it, so a
+// product with a wide C (the classifier's logits: 256 × 50304 a chunk)
+// writes half the bytes and is not read back to be narrowed. It runs only with the pair
+// kernel and a k of one slab (k ≤ 512): it reports false, having written
+// nothing, elsewhere. m, n, k must be positive.
+func (g *Gemm) BgemmRound(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, bias []float32, c []uint16, ldc int) bool {
+	// roundEdge reads tiles 32 wide: the AVX-512 pair kernel's.
+	if g.bkern == nil || g.bkern.nr != 32 || !g.vec || k > 2*g.kc {
+		return false
+	}
+	p := problem{transA: transA, transB: transB, k: k, alpha: alpha, a16: a, lda: lda, b16: b, ldb: ldb, c16: c, bias: bias, ldc: ldc}
+	g.split(m, n, k, g.bkern.mr, g.bkern.nr, func(i0, i1, j0, j1 int) { g.runBF16(&p, i0, i1, j0, j1) })
+	return true
+}
+
 // runBF16 is run for the pair kernel: the same loops over kc slabs, mc
 // blocks and mr×nr tiles, on pair-packed bf16 panels.
 func (g *Gemm) runBF16(p *problem, i0, i1, j0, j1 int) {
@@ -97,7 +116,11 @@ func (g *Gemm) runBF16(p *problem, i0, i1, j0, j1 int) {
 	defer g.putWorkspace(ws)
 	kern := g.bkern
 	mr, nr := kern.mr, kern.nr
-	kc, mc, nc := g.kc, g.mc, g.nc
+	// A kc-deep slab of bf16 takes the bytes of a kc/2-deep fp32 one:
+	// twice Sgemm's kc fills the same L1 and L2, and halves the passes
+	// over C (read and written once a slab) on deep products such as the
+	// classifier's dX (k = V) or a dW over a whole batch (k = B·T).
+	kc, mc, nc := 2*g.kc, g.mc, g.nc
 	if ws.a16 == nil {
 		ws.a16 = make([]uint16, roundUp(mc, mr)*kc)
 		ws.b16 = make([]uint16, kc*roundUp(nc, nr))
@@ -108,20 +131,30 @@ func (g *Gemm) runBF16(p *problem, i0, i1, j0, j1 int) {
 		for pc := 0; pc < p.k; pc += kc {
 			kcb := min(kc, p.k-pc)
 			kp := (kcb + 1) / 2
-			packBPairs(ws.b16, p, pc, kcb, jc, ncb, nr)
+			packBPairs(ws.b16, p, pc, kcb, jc, ncb, nr, g.vec)
 			beta := p.beta
 			if pc > 0 {
 				beta = 1
 			}
 			for ic := i0; ic < i1; ic += mc {
 				mcb := min(mc, i1-ic)
-				packAPairs(ws.a16, p, ic, mcb, pc, kcb, mr)
+				packAPairs(ws.a16, p, ic, mcb, pc, kcb, mr, g.vec)
 				for jr := 0; jr < ncb; jr += nr {
 					for ir := 0; ir < mcb; ir += mr {
 						mrb, nrb := min(mr, mcb-ir), min(nr, ncb-jr)
 						ap := ws.a16[ir*2*kp : (ir+mr)*2*kp]
 						bp := ws.b16[jr*2*kp : (jr+nr)*2*kp]
 						ci := (ic+ir)*p.ldc + jc + jr
+						if p.c16 != nil {
+							// One slab (BgemmRound): the tile is final.
+							kern.fn(kp, ap, bp, edge[:], nr, 1, 0)
+							var bias []float32
+							if p.bias != nil {
+								bias = p.bias[jc+jr : jc+jr+nrb]
+							}
+							roundEdge(p.c16[ci:], p.ldc, edge[:], bias, p.alpha, mrb, nrb)
+							continue
+						}
 						if mrb == mr && nrb == nr {
 							kern.fn(kp, ap, bp, p.c[ci:], p.ldc, p.alpha, beta)
 							continue
@@ -154,11 +187,34 @@ func combineEdge(c []float32, ldc int, edge []float32, nr, mrb, nrb int, alpha, 
 // packAPairs copies op(A)[ic:ic+mcb, pc:pc+kcb] into dst as row panels of
 // mr: panel q holds, for each pair step s, rows ic+q·mr … as the pairs
 // (op(A)[i][pc+2s], op(A)[i][pc+2s+1]); rows past mcb and the second half
-// of an odd kcb's last pair are zero.
-func packAPairs(dst []uint16, p *problem, ic, mcb, pc, kcb, mr int) {
+// of an odd kcb's last pair are zero. vec (mr 12 only) moves whole panels
+// and whole pairs with the AVX-512 helpers and leaves the rest to the loops.
+func packAPairs(dst []uint16, p *problem, ic, mcb, pc, kcb, mr int, vec bool) {
+	vec = vec && mr == 12
 	kp := (kcb + 1) / 2
 	if mcb%mr != 0 || kcb%2 != 0 {
 		clear(dst[:roundUp(mcb, mr)*2*kp])
+	}
+	if p.transA && vec {
+		// Rows pc+2s and pc+2s+1 of A interleave into pair step s of
+		// every panel.
+		full := mcb / 12 * 12
+		for s := 0; s+1 < kcb; s += 2 {
+			r0 := p.a16[(pc+s)*p.lda+ic:][:mcb]
+			r1 := p.a16[(pc+s+1)*p.lda+ic:][:mcb]
+			interleaveRows(dst[s*12:], 2*kp*12, r0, r1, 12, mcb/12, pfRows*p.lda)
+			for i := full; i < mcb; i++ {
+				d := dst[full*2*kp+s*mr+2*(i-full):]
+				d[0], d[1] = r0[i], r1[i]
+			}
+		}
+		if kcb%2 != 0 {
+			r0 := p.a16[(pc+kcb-1)*p.lda+ic:][:mcb]
+			for i, v := range r0 {
+				dst[i/mr*mr*2*kp+(kcb-1)*mr+2*(i%mr)] = v
+			}
+		}
+		return
 	}
 	if p.transA {
 		// op(A)[i][pp] = a[pp·lda + i]: row pp of A holds mcb contiguous
@@ -177,15 +233,20 @@ func packAPairs(dst []uint16, p *problem, ic, mcb, pc, kcb, mr int) {
 		}
 		return
 	}
-	// op(A)[i][pp] = a[i·lda + pp]: a row of A is the pairs in order, moved
-	// 32 bits at a time.
+	// op(A)[i][pp] = a[i·lda + pp]: a row of A is the pairs in order; a
+	// panel is the transpose of mr rows of pairs.
 	for q := 0; q < mcb; q += mr {
 		rows := min(mr, mcb-q)
 		panel := dst[q*2*kp : (q+mr)*2*kp]
+		done := 0
+		if vec && rows == 12 {
+			done = kcb / 32 * 32
+			tposePairs(panel, 12, p.a16[(ic+q)*p.lda+pc:], p.lda, 12, kcb/32)
+		}
 		for r := range rows {
 			src := p.a16[(ic+q+r)*p.lda+pc:][:kcb]
 			d := panel[2*r:]
-			s := 0
+			s := done
 			for ; s+1 < kcb; s += 2 {
 				d[s*mr] = src[s]
 				d[s*mr+1] = src[s+1]
@@ -200,8 +261,10 @@ func packAPairs(dst []uint16, p *problem, ic, mcb, pc, kcb, mr int) {
 // packBPairs copies op(B)[pc:pc+kcb, jc:jc+ncb] into dst as column panels
 // of nr: panel q holds, for each pair step s, columns jc+q·nr … as the
 // pairs (op(B)[pc+2s][j], op(B)[pc+2s+1][j]); columns past ncb and the
-// second half of an odd kcb's last pair are zero.
-func packBPairs(dst []uint16, p *problem, pc, kcb, jc, ncb, nr int) {
+// second half of an odd kcb's last pair are zero. vec (nr 32 only) is
+// packAPairs's.
+func packBPairs(dst []uint16, p *problem, pc, kcb, jc, ncb, nr int, vec bool) {
+	vec = vec && nr == 32
 	kp := (kcb + 1) / 2
 	if ncb%nr != 0 || kcb%2 != 0 {
 		clear(dst[:roundUp(ncb, nr)*2*kp])
@@ -216,7 +279,12 @@ func packBPairs(dst []uint16, p *problem, pc, kcb, jc, ncb, nr int) {
 			if s+1 < kcb {
 				r1 = p.b16[(pc+s+1)*p.ldb+jc:][:ncb]
 			}
-			for q := 0; q < ncb; q += nr {
+			q := 0
+			if vec && r1 != nil {
+				q = ncb / 32 * 32
+				interleaveRows(dst[s*32:], 2*kp*32, r0, r1, 32, ncb/32, 0)
+			}
+			for ; q < ncb; q += nr {
 				cols := min(nr, ncb-q)
 				d := dst[q*2*kp+s*nr:][:2*cols]
 				a := r0[q : q+cols]
@@ -236,14 +304,21 @@ func packBPairs(dst []uint16, p *problem, pc, kcb, jc, ncb, nr int) {
 		return
 	}
 	// op(B)[pp][j] = b[j·ldb + pp]: a row of B is column j's pairs in
-	// order, each already adjacent.
+	// order, each already adjacent; a panel is the transpose of nr rows of
+	// pairs, 16 at a time.
 	for q := 0; q < ncb; q += nr {
 		cols := min(nr, ncb-q)
 		panel := dst[q*2*kp : (q+nr)*2*kp]
+		done := 0
+		if vec && cols == 32 {
+			done = kcb / 32 * 32
+			tposePairs(panel, 32, p.b16[(jc+q)*p.ldb+pc:], p.ldb, 16, kcb/32)
+			tposePairs(panel[32:], 32, p.b16[(jc+q+16)*p.ldb+pc:], p.ldb, 16, kcb/32)
+		}
 		for j := range cols {
 			src := p.b16[(jc+q+j)*p.ldb+pc:][:kcb]
 			d := panel[2*j:]
-			s := 0
+			s := done
 			for ; s+1 < kcb; s += 2 {
 				d[s*nr] = src[s]
 				d[s*nr+1] = src[s+1]

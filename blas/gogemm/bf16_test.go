@@ -230,3 +230,106 @@ func TestBgemmMatchesSgemm(t *testing.T) {
 		}
 	}
 }
+
+// TestBgemmRound holds BgemmRound to Bgemm with beta = 1 over C rows
+// holding the bias, each result then rounded to bf16: bit for bit, since
+// both take the same kernel sums and round alpha·sum + bias the same way.
+// Shapes cross the tile edges and the parallel split, all transposes, with
+// and without a bias, a wider ldc whose padding must stay untouched, and
+// NaN from a NaN operand kept NaN.
+func TestBgemmRound(t *testing.T) {
+	g := New(2)
+	if !g.BgemmRound(false, false, 1, 1, 1, 1, []uint16{0}, 1, []uint16{0}, 1, nil, []uint16{0}, 1) {
+		if bestBF16Kernel() != nil && hasVecPack() {
+			t.Fatal("BgemmRound declined a one-slab product on a CPU with the pair kernel")
+		}
+		t.Skip("no AVX512_BF16: BgemmRound declines and callers round Bgemm's output")
+	}
+	if g.BgemmRound(false, false, 1, 1, 513, 1, make([]uint16, 513), 513, make([]uint16, 513), 1, nil, []uint16{0}, 1) {
+		t.Fatal("BgemmRound took a k of two slabs")
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	cases := []gemmCase{
+		{m: 1, n: 1, k: 1, alpha: 1}, {m: 13, n: 33, k: 7, alpha: 1}, {m: 12, n: 32, k: 256, pad: 3, alpha: -0.5},
+		{m: 67, n: 47, k: 64, pad: 1, alpha: 1}, {m: 300, n: 700, k: 200, alpha: 1.25}, {m: 150, n: 2100, k: 512, pad: 2, alpha: 1},
+	}
+	for _, base := range cases {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				for _, withBias := range []bool{false, true} {
+					tc := base
+					tc.ta, tc.tb = ta, tb
+					checkRound(t, g, tc, withBias, rng)
+				}
+			}
+		}
+	}
+}
+
+// checkRound runs one case through BgemmRound and compares C, and the
+// padding beside it, with Bgemm over the bias rows rounded to bf16.
+func checkRound(t *testing.T, g *Gemm, tc gemmCase, withBias bool, rng *rand.Rand) {
+	t.Helper()
+	rowsA, colsA := tc.m, tc.k
+	if tc.ta {
+		rowsA, colsA = tc.k, tc.m
+	}
+	rowsB, colsB := tc.k, tc.n
+	if tc.tb {
+		rowsB, colsB = tc.n, tc.k
+	}
+	lda, ldb, ldc := colsA+tc.pad, colsB+tc.pad, tc.n+tc.pad
+	a, b := make([]uint16, rowsA*lda), make([]uint16, rowsB*ldb)
+	for i := range a {
+		a[i] = toBF16(rng.Float32()*2 - 1)
+	}
+	for i := range b {
+		b[i] = toBF16(rng.Float32()*2 - 1)
+	}
+	var bias []float32
+	if withBias {
+		bias = make([]float32, tc.n)
+		for j := range bias {
+			bias[j] = rng.Float32()*4 - 2
+		}
+	}
+	if tc.m*tc.k > 3 {
+		a[3] = 0x7fc1 // a quiet NaN with a payload
+	}
+	c32 := make([]float32, tc.m*ldc)
+	for i := range tc.m {
+		if bias != nil {
+			copy(c32[i*ldc:], bias)
+		}
+	}
+	g.Bgemm(tc.ta, tc.tb, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, 1, c32, ldc)
+	c16 := make([]uint16, tc.m*ldc)
+	for i := range c16 {
+		c16[i] = 0xbeef
+	}
+	if !g.BgemmRound(tc.ta, tc.tb, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, bias, c16, ldc) {
+		if g.bkern == nil || !g.vec {
+			t.Skip("no AVX512_BF16: BgemmRound declines")
+		}
+		t.Fatalf("%v: declined", tc)
+	}
+	for i := range tc.m {
+		for j := range ldc {
+			got := c16[i*ldc+j]
+			if j >= tc.n {
+				if got != 0xbeef {
+					t.Fatalf("%v bias=%v: padding C[%d][%d] written", tc, withBias, i, j)
+				}
+				continue
+			}
+			x := c32[i*ldc+j]
+			want := toBF16(x)
+			if x != x {
+				want = uint16(math.Float32bits(x)>>16) | 0x40
+			}
+			if got != want {
+				t.Fatalf("%v bias=%v: C[%d][%d] = %#04x, Bgemm rounded gives %#04x (%g)", tc, withBias, i, j, got, want, x)
+			}
+		}
+	}
+}

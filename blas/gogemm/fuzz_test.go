@@ -53,3 +53,33 @@ func FuzzBgemm(f *testing.F) {
 		checkB(t, g, tc, rand.New(rand.NewPCG(seed, 7)))
 	})
 }
+
+// FuzzVecPack holds the AVX-512 packing helpers to the Go loops, bit for
+// bit, on fuzzer-chosen blocks: every transpose, fp32 and bf16 pairs,
+// sizes across the 12-row and 32-column panels and the 16-step transpose
+// blocks, odd k, offsets and padding.
+func FuzzVecPack(f *testing.F) {
+	f.Add(uint8(13), uint8(33), uint8(1), uint8(2), uint8(3), false, uint64(1))
+	f.Add(uint8(32), uint8(64), uint8(0), uint8(0), uint8(0), true, uint64(2))
+	f.Add(uint8(100), uint8(17), uint8(2), uint8(1), uint8(4), true, uint64(3))
+	f.Fuzz(func(t *testing.T, rows, kcb, off, pc, pad uint8, trans bool, seed uint64) {
+		if !hasVecPack() {
+			t.Skip("no AVX-512BW: the packing helpers do not run on this CPU")
+		}
+		checkVecPack(t, trans, 1+int(rows)%130, 1+int(kcb)%130, int(off)%5, int(pc)%5, int(pad)%6, rand.New(rand.NewPCG(seed, 9)))
+	})
+}
+
+// FuzzBgemmRound holds BgemmRound to Bgemm over the bias rows then rounded
+// to bf16, bit for bit, on fuzzer-chosen shapes (k up to one slab),
+// transposes, padding, alpha and with or without a bias.
+func FuzzBgemmRound(f *testing.F) {
+	f.Add(uint8(13), uint8(33), uint16(71), uint8(0), uint8(1), int8(4), uint64(1))
+	f.Add(uint8(1), uint8(1), uint16(1), uint8(7), uint8(0), int8(-3), uint64(2))
+	f.Add(uint8(64), uint8(70), uint16(511), uint8(5), uint8(3), int8(1), uint64(3))
+	f.Fuzz(func(t *testing.T, m, n uint8, k uint16, flags, pad uint8, alpha int8, seed uint64) {
+		tc := gemmCase{ta: flags&1 != 0, tb: flags&2 != 0, m: 1 + int(m)%80, n: 1 + int(n)%80, k: 1 + int(k)%512,
+			pad: int(pad) % 5, alpha: float32(alpha) / 4}
+		checkRound(t, New(1+int(flags>>3)%2), tc, flags&4 != 0, rand.New(rand.NewPCG(seed, 11)))
+	})
+}

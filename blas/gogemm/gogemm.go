@@ -43,6 +43,7 @@ type Gemm struct {
 	kern       kernel
 	bkern      *bf16Kernel // Bgemm's pair kernel; nil: widen into kern
 	kc, mc, nc int         // blocking: the constants above
+	vec        bool        // pack with the AVX-512 helpers (12×32 kernels only)
 	mu         sync.Mutex
 	free       []*workspace // packing memory of finished calls
 }
@@ -53,7 +54,9 @@ func New(threads int) *Gemm {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &Gemm{threads: threads, kern: bestKernel(), bkern: bestBF16Kernel(), kc: kc, mc: mc, nc: nc}
+	g := &Gemm{threads: threads, kern: bestKernel(), bkern: bestBF16Kernel(), kc: kc, mc: mc, nc: nc}
+	g.vec = hasVecPack() && g.kern.mr == 12 && g.kern.nr == 32
+	return g
 }
 
 // NewGeneric is New with the portable kernel whatever the CPU has: tests
@@ -62,6 +65,7 @@ func NewGeneric(threads int) *Gemm {
 	g := New(threads)
 	g.kern = genericKernel()
 	g.bkern = nil
+	g.vec = false
 	return g
 }
 
@@ -104,6 +108,13 @@ func (g *Gemm) putWorkspace(w *workspace) {
 }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// pfRows is how many rows ahead the packing of a transposed A prefetches:
+// it reads a short run (mc values) of each of kc rows a page or more apart,
+// which the hardware prefetcher does not follow (+2-4% on the classifier's
+// dW). B's packing reads long runs and prefetches nothing (0: the current
+// line, a no-op).
+const pfRows = 8
 
 // parallelWork is the multiply-add count below which a product runs on the
 // calling goroutine: goroutine start-up and a second set of packing
@@ -170,6 +181,10 @@ type problem struct {
 	beta     float32
 	c        []float32
 	ldc      int
+	// c16, bias: BgemmRound's bf16 C (in place of c) and its fp32 bias
+	// row (nil: none).
+	c16  []uint16
+	bias []float32
 }
 
 // run computes rows [i0, i1) × columns [j0, j1) of C on this goroutine.
@@ -187,7 +202,7 @@ func (g *Gemm) run(p *problem, i0, i1, j0, j1 int) {
 		ncb := min(nc, j1-jc)
 		for pc := 0; pc < p.k; pc += kc {
 			kcb := min(kc, p.k-pc)
-			packB(ws.b, p, pc, kcb, jc, ncb, nr)
+			packB(ws.b, p, pc, kcb, jc, ncb, nr, g.vec)
 			// The first k slab applies beta; later ones accumulate.
 			beta := p.beta
 			if pc > 0 {
@@ -195,7 +210,7 @@ func (g *Gemm) run(p *problem, i0, i1, j0, j1 int) {
 			}
 			for ic := i0; ic < i1; ic += mc {
 				mcb := min(mc, i1-ic)
-				packA(ws.a, p, ic, mcb, pc, kcb, mr)
+				packA(ws.a, p, ic, mcb, pc, kcb, mr, g.vec)
 				tile := func(ir, jr int) {
 					mrb, nrb := min(mr, mcb-ir), min(nr, ncb-jr)
 					ap := ws.a[ir*kcb : (ir+mr)*kcb]
@@ -234,8 +249,10 @@ func (g *Gemm) run(p *problem, i0, i1, j0, j1 int) {
 
 // packA copies op(A)[ic:ic+mcb, pc:pc+kcb] into dst as row panels of mr:
 // panel q holds rows ic+q·mr … for each p in order, mr floats per p, rows
-// past mcb zero.
-func packA(dst []float32, p *problem, ic, mcb, pc, kcb, mr int) {
+// past mcb zero. vec (mr 12 only) moves whole panels with the AVX-512
+// helpers and leaves the rest to the loops.
+func packA(dst []float32, p *problem, ic, mcb, pc, kcb, mr int, vec bool) {
+	vec = vec && mr == 12
 	if p.a16 != nil {
 		packAWiden(dst, p, ic, mcb, pc, kcb, mr)
 		return
@@ -248,6 +265,10 @@ func packA(dst []float32, p *problem, ic, mcb, pc, kcb, mr int) {
 		for pp := range kcb {
 			src := p.a[(pc+pp)*p.lda+ic:][:mcb]
 			q := 0
+			if vec {
+				q = mcb / 12 * 12
+				copyRuns(dst[pp*12:], 12*kcb, src, 12, mcb/12, pfRows*p.lda)
+			}
 			if mr == 12 {
 				for ; q+12 <= mcb; q += 12 {
 					*(*[12]float32)(dst[q*kcb+pp*12:]) = *(*[12]float32)(src[q:])
@@ -262,14 +283,20 @@ func packA(dst []float32, p *problem, ic, mcb, pc, kcb, mr int) {
 		}
 		return
 	}
-	// op(A)[i][pp] = a[i·lda + pp]: each row is contiguous.
+	// op(A)[i][pp] = a[i·lda + pp]: each row is contiguous; a panel is
+	// the transpose of mr rows.
 	for q := 0; q < mcb; q += mr {
 		rows := min(mr, mcb-q)
 		panel := dst[q*kcb : (q+mr)*kcb]
+		done := 0
+		if vec && rows == 12 {
+			done = kcb / 16 * 16
+			tposeF32(panel, 12, p.a[(ic+q)*p.lda+pc:], p.lda, 12, kcb/16)
+		}
 		for r := range rows {
 			src := p.a[(ic+q+r)*p.lda+pc:][:kcb]
-			for pp, v := range src {
-				panel[pp*mr+r] = v
+			for pp := done; pp < kcb; pp++ {
+				panel[pp*mr+r] = src[pp]
 			}
 		}
 		if rows < mr {
@@ -282,8 +309,9 @@ func packA(dst []float32, p *problem, ic, mcb, pc, kcb, mr int) {
 
 // packB copies op(B)[pc:pc+kcb, jc:jc+ncb] into dst as column panels of
 // nr: panel q holds columns jc+q·nr … for each p in order, nr floats per p,
-// columns past ncb zero.
-func packB(dst []float32, p *problem, pc, kcb, jc, ncb, nr int) {
+// columns past ncb zero. vec (nr 32 only) is packA's.
+func packB(dst []float32, p *problem, pc, kcb, jc, ncb, nr int, vec bool) {
+	vec = vec && nr == 32
 	if p.b16 != nil {
 		packBWiden(dst, p, pc, kcb, jc, ncb, nr)
 		return
@@ -295,6 +323,10 @@ func packB(dst []float32, p *problem, pc, kcb, jc, ncb, nr int) {
 		for pp := range kcb {
 			src := p.b[(pc+pp)*p.ldb+jc:][:ncb]
 			q := 0
+			if vec {
+				q = ncb / 32 * 32
+				copyRuns(dst[pp*32:], 32*kcb, src, 32, ncb/32, 0)
+			}
 			if nr == 32 {
 				for ; q+32 <= ncb; q += 32 {
 					*(*[32]float32)(dst[q*kcb+pp*32:]) = *(*[32]float32)(src[q:])
@@ -309,14 +341,21 @@ func packB(dst []float32, p *problem, pc, kcb, jc, ncb, nr int) {
 		}
 		return
 	}
-	// op(B)[pp][j] = b[j·ldb + pp]: each column is a contiguous row of B.
+	// op(B)[pp][j] = b[j·ldb + pp]: each column is a contiguous row of B;
+	// a panel is the transpose of nr rows, 16 at a time.
 	for q := 0; q < ncb; q += nr {
 		cols := min(nr, ncb-q)
 		panel := dst[q*kcb : (q+nr)*kcb]
+		done := 0
+		if vec && cols == 32 {
+			done = kcb / 16 * 16
+			tposeF32(panel, 32, p.b[(jc+q)*p.ldb+pc:], p.ldb, 16, kcb/16)
+			tposeF32(panel[16:], 32, p.b[(jc+q+16)*p.ldb+pc:], p.ldb, 16, kcb/16)
+		}
 		for j := range cols {
 			src := p.b[(jc+q+j)*p.ldb+pc:][:kcb]
-			for pp, v := range src {
-				panel[pp*nr+j] = v
+			for pp := done; pp < kcb; pp++ {
+				panel[pp*nr+j] = src[pp]
 			}
 		}
 		if cols < nr {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -44,6 +46,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "blas", Value: "auto", Usage: "CPU GEMM: go (gotrain's own), openblas, or auto ($" + blas.EnvBLAS + ", else go)"},
 			&cli.BoolFlag{Name: "gradient-checkpointing", Usage: "recompute activations in backward"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the steps (warm-up included) to `FILE`, for go tool pprof"},
 			&cli.Float64Flag{Name: "peak-flops", Usage: "the device's peak FLOP/s for MFU (0: known GPU table or measured CPU roofline)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "run nothing on a device: price the CUDA backend's step with the cost model (an upper bound, not a measurement)"},
 			&cli.StringFlag{Name: "gpu", Value: "h100", Usage: "with --dry-run, the GPU whose published peaks the cost model uses: " + strings.Join(gpuKeys(), ", ")},
@@ -107,7 +110,14 @@ func runBench(c *cli.Context) error {
 		}
 	}
 
+	stopProfile, err := startCPUProfile(c.String("cpuprofile"))
+	if err != nil {
+		return err
+	}
 	res, err := benchSteps(be, cfg, B, T, steps, dt, c.Bool("gradient-checkpointing"))
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
@@ -128,6 +138,29 @@ func runBench(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, " | activations %.0f MiB | loss %.3f\n", float64(res.actBytes)/(1<<20), res.loss)
 	return nil
+}
+
+// startCPUProfile starts a CPU profile into path ("": none) and returns
+// the function that stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile %s: %w (give a writable path)", path, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w (is another profile running?)", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
 
 // benchBLAS is the CPU GEMM --blas names: auto follows $GOTRAIN_BLAS and

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -73,5 +75,29 @@ func TestBenchCPUHonestNumbers(t *testing.T) {
 	}
 	if _, _, err := run(t, "bench", "--device", "cpu", "--model", modelCfg, "--seq-len", "16", "--blas", "mkl"); err == nil || !strings.Contains(err.Error(), "mkl") {
 		t.Errorf("--blas mkl: %v", err)
+	}
+}
+
+// bench --cpuprofile writes a profile of the steps that go tool pprof
+// reads (gzip-compressed protobuf: it starts with the gzip magic), and a
+// path it cannot create is an error naming the flag, before any step runs.
+func TestBenchCPUProfile(t *testing.T) {
+	_, modelCfg, _ := distFixture(t)
+	path := filepath.Join(t.TempDir(), "bench.prof")
+	if _, _, err := run(t, "bench", "--device", "cpu", "--model", modelCfg, "--batch", "1", "--seq-len", "16",
+		"--steps", "1", "--threads", "1", "--blas", "go", "--peak-flops", "1e12", "--cpuprofile", path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("--cpuprofile wrote %d bytes that are not a gzip-compressed profile", len(b))
+	}
+	bad := filepath.Join(t.TempDir(), "no-such-dir", "bench.prof")
+	_, _, err = run(t, "bench", "--device", "cpu", "--model", modelCfg, "--seq-len", "16", "--blas", "go", "--cpuprofile", bad)
+	if err == nil || !strings.Contains(err.Error(), "--cpuprofile") {
+		t.Fatalf("an uncreatable --cpuprofile path: %v", err)
 	}
 }
