@@ -33,6 +33,23 @@ func loraConfig(c *cli.Context) (*model.LoRA, error) {
 		dir = c.String("init-adapter")
 	}
 	r := c.Int("lora-r")
+	// The shape flags go with --lora-r; a configuration file sets them
+	// itself, and without any LoRA configuration they would be ignored.
+	for _, f := range []string{"lora-alpha", "lora-dropout", "lora-target", "lora-fp32"} {
+		if !c.IsSet(f) {
+			continue
+		}
+		switch {
+		case r == 0 && file == "" && dir == "":
+			return nil, fmt.Errorf("--%s applies to LoRA: add --lora-r R (or --lora-config FILE), or drop --%s", f, f)
+		case r == 0 && f != "lora-fp32":
+			from := "--lora-config " + file
+			if file == "" {
+				from = "--init-adapter " + dir
+			}
+			return nil, fmt.Errorf("--%s goes with --lora-r: %s sets it; edit its adapter_config.json, or give --lora-r for the configuration", f, from)
+		}
+	}
 	switch {
 	case file != "" && r != 0:
 		return nil, fmt.Errorf("--lora-config and --lora-r both set the LoRA rank: give one")

@@ -253,3 +253,35 @@ func TestReadmeKeysTableInSync(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestLoRAFlagConflicts: the LoRA shape flags are refused, naming the flag
+// and the fix, where they would be ignored: without any LoRA configuration,
+// or beside a --lora-config file that sets them; with --lora-r they apply.
+func TestLoRAFlagConflicts(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "adapter_config.json")
+	if err := os.WriteFile(file, []byte(`{"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string // "" for success
+	}{
+		{[]string{"--lora-alpha", "32"}, "--lora-alpha applies to LoRA"},
+		{[]string{"--lora-fp32"}, "--lora-fp32 applies to LoRA"},
+		{[]string{"--lora-config", file, "--lora-dropout", "0.1"}, "--lora-dropout goes with --lora-r"},
+		{[]string{"--lora-config", file, "--lora-target", "q_proj"}, "edit its adapter_config.json"},
+		{[]string{"--lora-r", "8", "--lora-dropout", "1.5"}, "want a probability"},
+		{[]string{"--lora-config", file, "--lora-fp32"}, ""},
+		{[]string{"--lora-r", "8", "--lora-alpha", "16", "--lora-dropout", "0.05", "--lora-target", "q_proj,v_proj"}, ""},
+	} {
+		args := append([]string{"estimate", "--model", "qwen3-0.6b", "--seq-len", "64"}, c.args...)
+		_, _, err := run(t, args...)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v", c.args, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: error %v, want one saying %q", c.args, err, c.want)
+		}
+	}
+}
