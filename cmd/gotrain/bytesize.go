@@ -11,10 +11,11 @@ import (
 // max_shard_size), --gpu-memory and $GOTRAIN_MEM_AVAILABLE take it: a
 // number with an optional unit, B, KB, MB, GB, TB in powers of 1000, KiB,
 // MiB, GiB, TiB in powers of 1024, and K, M, G, T as the binary ones, as
-// nvidia-smi and Slurm mean them. A whole number of bytes reads exactly; a
-// fraction must come to at least one byte.
+// nvidia-smi and Slurm mean them. A whole number of bytes reads exactly
+// (with or without one leading +); a fraction must come to at least one
+// byte.
 func parseByteSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
+	t := strings.TrimPrefix(strings.TrimSpace(s), "+") // one plus sign, as strconv reads numbers
 	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
 	num, unit := t, ""
 	if i >= 0 {
