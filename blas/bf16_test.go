@@ -2,6 +2,7 @@ package blas
 
 import (
 	"math"
+	"os"
 	"testing"
 )
 
@@ -94,6 +95,9 @@ func TestBgemmRoundThroughRecorder(t *testing.T) {
 	if !r.BgemmRound(false, true, m, n, k, 1, a16, k, b16, k, bias, got, n) {
 		if g.NativeBF16() {
 			t.Fatal("BgemmRound declined a one-pass product on a CPU with the bf16 kernel")
+		}
+		if os.Getenv(envRequireAVX512) != "" {
+			t.Fatalf("$%s is set but the CPU is detected without AVX512_BF16", envRequireAVX512)
 		}
 		t.Skip("no AVX512_BF16: BgemmRound declines")
 	}

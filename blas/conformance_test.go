@@ -13,6 +13,10 @@ import (
 // logged note into a test failure.
 const envRequireOpenBLAS = "GOTRAIN_REQUIRE_OPENBLAS"
 
+// envRequireAVX512, set in CI where /proc/cpuinfo lists avx512bw and
+// avx512_bf16, turns a "the CPU lacks AVX512_BF16" skip into a failure.
+const envRequireAVX512 = "GOTRAIN_REQUIRE_AVX512"
+
 // loadOpenBLAS loads OpenBLAS for a test or benchmark. It returns nil when
 // the library is absent and not required; a load that fell back to Gonum
 // (self-check failure) is always a failure.

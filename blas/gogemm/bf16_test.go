@@ -243,7 +243,7 @@ func TestBgemmRound(t *testing.T) {
 		if bestBF16Kernel() != nil && hasVecPack() {
 			t.Fatal("BgemmRound declined a one-slab product on a CPU with the pair kernel")
 		}
-		t.Skip("no AVX512_BF16: BgemmRound declines and callers round Bgemm's output")
+		skipWithout(t, false, "AVX512_BF16 (BgemmRound declines and callers round Bgemm's output)")
 	}
 	if g.BgemmRound(false, false, 1, 1, 513, 1, make([]uint16, 513), 513, make([]uint16, 513), 1, nil, []uint16{0}, 1) {
 		t.Fatal("BgemmRound took a k of two slabs")
@@ -308,9 +308,7 @@ func checkRound(t *testing.T, g *Gemm, tc gemmCase, withBias bool, rng *rand.Ran
 		c16[i] = 0xbeef
 	}
 	if !g.BgemmRound(tc.ta, tc.tb, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, bias, c16, ldc) {
-		if g.bkern == nil || !g.vec {
-			t.Skip("no AVX512_BF16: BgemmRound declines")
-		}
+		skipWithout(t, g.bkern != nil && g.vec, "AVX512_BF16 (BgemmRound declines)")
 		t.Fatalf("%v: declined", tc)
 	}
 	for i := range tc.m {

@@ -63,9 +63,7 @@ func FuzzVecPack(f *testing.F) {
 	f.Add(uint8(32), uint8(64), uint8(0), uint8(0), uint8(0), true, uint64(2))
 	f.Add(uint8(100), uint8(17), uint8(2), uint8(1), uint8(4), true, uint64(3))
 	f.Fuzz(func(t *testing.T, rows, kcb, off, pc, pad uint8, trans bool, seed uint64) {
-		if !hasVecPack() {
-			t.Skip("no AVX-512BW: the packing helpers do not run on this CPU")
-		}
+		skipWithout(t, hasVecPack(), "AVX-512BW (the packing helpers)")
 		checkVecPack(t, trans, 1+int(rows)%130, 1+int(kcb)%130, int(off)%5, int(pc)%5, int(pad)%6, rand.New(rand.NewPCG(seed, 9)))
 	})
 }

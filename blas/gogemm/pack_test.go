@@ -14,9 +14,7 @@ import (
 // 16-step transpose blocks (32 elements in pairs), odd k, a leading
 // dimension wider than the block and unaligned block starts.
 func TestVecPackMatchesLoops(t *testing.T) {
-	if !hasVecPack() {
-		t.Skip("no AVX-512BW: the packing helpers do not run on this CPU")
-	}
+	skipWithout(t, hasVecPack(), "AVX-512BW (the packing helpers)")
 	rng := rand.New(rand.NewPCG(21, 22))
 	dims := []int{1, 5, 12, 13, 16, 24, 31, 32, 33, 47, 64, 65, 100}
 	for it := range 300 {
