@@ -251,7 +251,7 @@ func (m *Model) Backward(dlossScale float32) error {
 		if embP, embG, err = st.Acquire(0, true); err != nil {
 			return m.storeErr("acquire", 0, true, err)
 		}
-		if err = m.frozenGrads(0, embG); err != nil {
+		if err = m.checkGrads(0, embG); err != nil {
 			return err
 		}
 	}
@@ -259,7 +259,7 @@ func (m *Model) Backward(dlossScale float32) error {
 	if err != nil {
 		return m.storeErr("acquire", fin, true, err)
 	}
-	if err = m.frozenGrads(fin, finG); err != nil {
+	if err = m.checkGrads(fin, finG); err != nil {
 		return err
 	}
 	lnfw, _, head := m.finalViews(finP)
@@ -301,7 +301,7 @@ func (m *Model) Backward(dlossScale float32) error {
 		if err != nil {
 			return m.storeErr("acquire", l+1, true, err)
 		}
-		if err = m.frozenGrads(l+1, gb); err != nil {
+		if err = m.checkGrads(l+1, gb); err != nil {
 			return err
 		}
 		bw, bg, ba := m.blockViews(l, pb), m.blockViews(l, gb), m.blockActs(l)
@@ -334,7 +334,7 @@ func (m *Model) Backward(dlossScale float32) error {
 		if _, embG, err = st.Acquire(0, true); err != nil {
 			return m.storeErr("acquire", 0, true, err)
 		}
-		if err = m.frozenGrads(0, embG); err != nil {
+		if err = m.checkGrads(0, embG); err != nil {
 			return err
 		}
 	}

@@ -377,13 +377,6 @@ func newLoRA(be backend.Backend, cfg Config, lo *LoRAOptions, dt backend.DType) 
 		dt = lo.DType
 	}
 	ls := &loraState{lay: lay, store: lo.Store, dt: dt, p: float32(lay.lora.Dropout)}
-	if ls.p > 0 {
-		d, ok := be.(backend.Dropouter)
-		if !ok {
-			return nil, fmt.Errorf("model: lora_dropout %g needs dropout, which the %s backend does not have; set it to 0", lay.lora.Dropout, be.Name())
-		}
-		ls.drop = d
-	}
 	r, s := lay.lora.R, float32(lay.lora.Scale())
 	for k := range numSlots {
 		mods := lay.slots[k].mods
@@ -409,6 +402,12 @@ func newLoRA(be backend.Backend, cfg Config, lo *LoRAOptions, dt backend.DType) 
 		}
 	}
 	if ls.p > 0 {
+		d, ok := be.(backend.Dropouter)
+		if !ok {
+			ls.free(be)
+			return nil, fmt.Errorf("model: lora_dropout %g needs dropout, which the %s backend does not have; set it to 0", lay.lora.Dropout, be.Name())
+		}
+		ls.drop = d
 		r := lay.lora.R
 		si := make([]float32, r*r)
 		for j := range r {
@@ -562,13 +561,20 @@ func (m *Model) loraBackward(k int, dx, dout, x, w, g backend.Buffer, N int) {
 // input xd_i, u_i = xd_i·A_iᵀ (N, r), and adds u_i·B̂_iᵀ to the output,
 // where B̂_i (out, r) holds s·B_i in the module's rows and zeros elsewhere.
 
+// maskSeed is the seed of module i of slot k's mask in the acquired block
+// during this pass: forward, checkpointing's recompute and backward draw
+// the same.
+func (ls *loraState) maskSeed(k, i int) uint64 {
+	return backend.DropoutSeed(ls.seed, ls.layer, k, i)
+}
+
 // dropIn writes module i of slot k's dropped input into ls.xd (in the
 // adapters' dtype) and returns it.
 func (m *Model) dropIn(k, i int, x backend.Buffer, N int) backend.Buffer {
 	ls := m.lora
 	n := N * ls.lay.slots[k].in
 	xd := ls.xd.Slice(0, n)
-	ls.drop.Dropout(xd, x, ls.p, backend.DropoutSeed(ls.seed, ls.layer, k, i), n)
+	ls.drop.Dropout(xd, x, ls.p, ls.maskSeed(k, i), n)
 	return xd
 }
 
@@ -617,7 +623,7 @@ func (m *Model) loraBackwardDropout(k int, dx, dout, x, w, g backend.Buffer, N i
 		be.MatmulForward(tmp, dbh.Slice(mod.rowOff*r, mod.out*r), ls.sI, backend.Buffer{}, mod.out, r, r)
 		be.Add(dB, dB, tmp, mod.out*r)
 		be.MatmulBackward(dxd, g.Slice(mod.aOff, r*sl.in), backend.Buffer{}, du, xd, a, N, sl.in, r)
-		ls.drop.Dropout(dxd, dxd, ls.p, backend.DropoutSeed(ls.seed, ls.layer, k, i), N*sl.in)
+		ls.drop.Dropout(dxd, dxd, ls.p, ls.maskSeed(k, i), N*sl.in)
 		be.Add(dx, dx, dxd, N*sl.in)
 	}
 }
@@ -648,11 +654,11 @@ func (ls *loraState) startPass() {
 	ls.active, ls.seed, ls.armed = ls.armed, ls.nextSeed, false
 }
 
-// frozenGrads checks the gradient buffer the store gave for group g: the
+// checkGrads checks the gradient buffer the store gave for group g: the
 // zero Buffer means a frozen group, whose views are all the zero Buffer and
 // whose ops then skip their weight gradients (no GEMM, no memory), which
 // only a model with LoRA adapters may ask for.
-func (m *Model) frozenGrads(g int, grads backend.Buffer) error {
+func (m *Model) checkGrads(g int, grads backend.Buffer) error {
 	if grads.IsNil() && m.lora == nil {
 		return fmt.Errorf("model: the store gave no gradient buffer for group %d, and only a model with LoRA adapters trains with a frozen base", g)
 	}
