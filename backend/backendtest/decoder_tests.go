@@ -1,7 +1,6 @@
 package backendtest
 
 import (
-	"math"
 	"testing"
 
 	"github.com/gotrain/gotrain/backend"
@@ -172,32 +171,10 @@ func testResidualRMSNorm(h *harness, ops backend.DecoderOps, s decoderShape, dc 
 	}
 }
 
-// sameBits fails unless got and want hold the same float32 bit patterns.
+// sameBits fails unless the buffers got and want hold the same bits.
 func sameBits(h *harness, name string, got, want backend.Buffer) {
 	h.t.Helper()
-	if err := h.be.Sync(); err != nil {
-		h.t.Fatalf("sync: %v", err)
-	}
-	g, err := backend.ReadF32(h.be, got)
-	if err != nil {
-		h.t.Fatalf("download: %v", err)
-	}
-	w, err := backend.ReadF32(h.be, want)
-	if err != nil {
-		h.t.Fatalf("download: %v", err)
-	}
-	bad := 0
-	for i := range w {
-		if math.Float32bits(g[i]) != math.Float32bits(w[i]) {
-			if bad < 3 {
-				h.t.Errorf("%s: [%d] = %.9g, two-op sequence gives %.9g", name, i, g[i], w[i])
-			}
-			bad++
-		}
-	}
-	if bad > 0 {
-		h.t.Errorf("%s: %d of %d values differ from Add then RMSNormForward", name, bad, len(w))
-	}
+	same(h.t, name, h.get(got), h.get(want))
 }
 
 func testQKVRotary(h *harness, ops backend.DecoderOps, s decoderShape, dc dtypeCase) {

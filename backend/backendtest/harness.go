@@ -229,9 +229,10 @@ func add(a, b []float64) []float64 {
 	return s
 }
 
-// same fails unless got equals want exactly, element by element: the
-// same op on the same inputs must give the same bits whatever optional
-// outputs it was also asked for.
+// same fails unless got and want hold the same bits, element by element
+// (values read back from float buffers, so -0 and +0 differ): the same op
+// on the same inputs must give the same bits whatever optional outputs it
+// was also asked for, in place or not.
 func same(t *testing.T, name string, got, want []float64) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -239,7 +240,7 @@ func same(t *testing.T, name string, got, want []float64) {
 	}
 	bad := 0
 	for i := range got {
-		if got[i] != want[i] && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
 			if bad < 3 {
 				t.Errorf("%s: [%d] = %.9g, want %.9g", name, i, got[i], want[i])
 			}
