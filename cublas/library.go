@@ -11,8 +11,12 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"unsafe"
+
+	"github.com/gotrain/gotrain/internal/libsearch"
 )
 
 // Library is a loaded cuBLAS: its entry points and version. It is
@@ -22,25 +26,46 @@ type Library struct {
 	fns     C.gt_cublas_fns
 	path    string
 	version Version
+	search  libsearch.Result
 }
 
-// Load dlopens cuBLAS (LoadOptions.Library, else $GOTRAIN_LIBCUBLAS, else
-// libcublas.so.13, .12, .11) and resolves every symbol gotrain uses. A
-// library that is missing or lacks a symbol gives an error wrapping
-// ErrNotAvailable that names every file tried and what to install. It
-// needs no GPU: creating a handle is what needs one.
+// Load finds and dlopens cuBLAS (LoadOptions.Library, else
+// $GOTRAIN_LIBCUBLAS, else the candidates opts.Search lists: libcublas.so.13,
+// .12, .11 on the loader path, in CUDA toolkits, conda and NVIDIA's pip
+// wheels, the newest CUDA major the driver runs first) and resolves every
+// symbol gotrain uses. When nothing loads the error wraps ErrNotAvailable
+// and is a *libsearch.Error naming every candidate and why it was not
+// used. It needs no GPU: creating a handle is what needs one.
 func Load(opts LoadOptions) (*Library, error) {
-	names, source := libraryNames(opts, EnvLibrary, defaultNames())
-	lib, err := openLibrary(names)
+	var l *Library
+	r, ok := opts.searcher().Load(Spec(), opts.Library, "LoadOptions.Library", func(c libsearch.Candidate) (string, error) {
+		var err error
+		l, err = loadFile(c.Name)
+		if err != nil {
+			return "", err
+		}
+		return l.path, nil
+	})
+	if !ok {
+		return nil, notAvailable(r, EnvLibrary)
+	}
+	l.search = r
+	return l, nil
+}
+
+// loadFile opens one candidate and checks it is a usable cuBLAS.
+func loadFile(name string) (*Library, error) {
+	lib, err := openLibrary(name)
 	if err != nil {
-		return nil, notAvailable("cuBLAS", names, source, EnvLibrary, err.Error())
+		return nil, err
 	}
 	defer C.free(unsafe.Pointer(lib))
 	l := &Library{path: realPath(C.GoString(&lib.path[0]))}
 	lib.err[0] = 0
 	if C.gt_cublas_resolve(lib, &l.fns) != 0 {
-		return nil, notAvailable("cuBLAS", names, source, EnvLibrary,
-			fmt.Sprintf("%s lacks symbols gotrain needs (cuBLAS older than 11?): %s", l.path, C.GoString(&lib.err[0])))
+		err := fmt.Errorf("%s lacks symbols gotrain needs (cuBLAS older than 11?): %s", l.path, C.GoString(&lib.err[0]))
+		C.gt_dl_close(lib)
+		return nil, err
 	}
 	var v [3]C.int
 	for i, prop := range [...]C.gt_libraryPropertyType_t{C.GT_MAJOR_VERSION, C.GT_MINOR_VERSION, C.GT_PATCH_LEVEL} {
@@ -51,6 +76,9 @@ func Load(opts LoadOptions) (*Library, error) {
 	l.version = Version{Major: int(v[0]), Minor: int(v[1]), Patch: int(v[2])}
 	return l, nil
 }
+
+// Search is how the library was found: every candidate and its outcome.
+func (l *Library) Search() libsearch.Result { return l.search }
 
 // Path is the file that loaded, symlinks resolved.
 func (l *Library) Path() string { return l.path }
@@ -70,27 +98,46 @@ func (l *Library) err(st C.gt_cublasStatus_t, op string, args ...any) error {
 	return e
 }
 
-// openLibrary dlopens the first of names that loads. The struct is C
-// memory the caller frees; on failure the error lists every name's
-// dlerror text.
-func openLibrary(names []string) (*C.gt_dl_lib, error) {
+// openLibrary dlopens name with the libraries it needs from its own
+// directory loaded first (see preloadBeside). The struct is C memory the
+// caller frees; the error carries dlerror's text.
+func openLibrary(name string) (*C.gt_dl_lib, error) {
+	preloadBeside(name)
 	lib := (*C.gt_dl_lib)(C.calloc(1, C.size_t(unsafe.Sizeof(C.gt_dl_lib{}))))
-	cnames := make([]*C.char, len(names))
-	for i, n := range names {
-		cnames[i] = C.CString(n)
-	}
-	defer func() {
-		for _, p := range cnames {
-			C.free(unsafe.Pointer(p))
-		}
-	}()
-	// cnames holds C pointers only, so Go memory may be passed here.
-	if C.gt_dl_open(lib, &cnames[0], C.int(len(cnames)), C.RTLD_NOW|C.RTLD_LOCAL) != 0 {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if C.gt_dl_open(lib, &cname, 1, C.RTLD_NOW|C.RTLD_LOCAL) != 0 {
 		msg := C.GoString(&lib.err[0])
 		C.free(unsafe.Pointer(lib))
 		return nil, fmt.Errorf("%s", msg)
 	}
 	return lib, nil
+}
+
+// preloadBeside loads libcublasLt of the same major from the directory of
+// a libcublas path before libcublas itself: libcublas needs it, and a
+// directory outside the loader path (a conda or pip one without an
+// $ORIGIN run path) would otherwise leave the dependency unresolved, or
+// resolve it to another release's copy on the loader path. The handle is
+// kept for the life of the process, as cuBLAS's is.
+func preloadBeside(name string) {
+	if !strings.HasPrefix(name, "/") {
+		return
+	}
+	dir, base := filepath.Split(name)
+	major, ok := strings.CutPrefix(base, "libcublas.so.")
+	if !ok {
+		return
+	}
+	lt := filepath.Join(dir, "libcublasLt.so."+major)
+	if _, err := os.Stat(lt); err != nil {
+		return
+	}
+	lib := (*C.gt_dl_lib)(C.calloc(1, C.size_t(unsafe.Sizeof(C.gt_dl_lib{}))))
+	defer C.free(unsafe.Pointer(lib))
+	cname := C.CString(lt)
+	defer C.free(unsafe.Pointer(cname))
+	C.gt_dl_open(lib, &cname, 1, C.RTLD_NOW|C.RTLD_LOCAL) // best effort: libcublas's own open reports what is missing
 }
 
 func realPath(p string) string {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gotrain/gotrain/internal/libsearch"
 )
 
 func TestLoadMissingLibrary(t *testing.T) {
@@ -30,23 +32,32 @@ func TestLoadMissingLibrary(t *testing.T) {
 }
 
 // TestDefaultNames: without an override every CUDA major's soname is
-// tried, newest first, and an override replaces them all.
+// a candidate on the loader path, newest first, and an override replaces
+// them all.
 func TestDefaultNames(t *testing.T) {
 	t.Setenv(EnvLibrary, "")
-	names, source := libraryNames(LoadOptions{}, EnvLibrary, defaultNames())
-	if want := []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"}; !slices.Equal(names, want) || source != "" {
-		t.Errorf("default names %v (%q), want %v", names, source, want)
+	s := libsearch.New(libsearch.Options{Root: t.TempDir(), Getenv: func(string) string { return "" }, PythonSites: func() []string { return nil }})
+	names := func(spec libsearch.Spec) []string {
+		var out []string
+		for _, c := range s.Candidates(spec) {
+			out = append(out, c.Name)
+		}
+		return out
 	}
-	names, _ = libraryNames(LoadOptions{}, EnvLtLibrary, defaultLtNames())
-	if want := []string{"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11"}; !slices.Equal(names, want) {
-		t.Errorf("default Lt names %v, want %v", names, want)
+	if got, want := names(Spec()), []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"}; !slices.Equal(got, want) {
+		t.Errorf("default names %v, want %v", got, want)
+	}
+	if got, want := names(LtSpec()), []string{"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11"}; !slices.Equal(got, want) {
+		t.Errorf("default Lt names %v, want %v", got, want)
 	}
 	t.Setenv(EnvLibrary, "custom/libcublas.so")
-	if names, source := libraryNames(LoadOptions{}, EnvLibrary, defaultNames()); !slices.Equal(names, []string{"custom/libcublas.so"}) || source != "$"+EnvLibrary {
-		t.Errorf("with %s set: %v (%q)", EnvLibrary, names, source)
+	if _, err := Load(LoadOptions{}); err == nil || !strings.Contains(err.Error(), "custom/libcublas.so ($"+EnvLibrary+")") ||
+		strings.Contains(err.Error(), "libcublas.so.12") {
+		t.Errorf("with %s set, only its file is tried: %v", EnvLibrary, err)
 	}
-	if names, _ := libraryNames(LoadOptions{Library: "a.so"}, EnvLibrary, defaultNames()); !slices.Equal(names, []string{"a.so"}) {
-		t.Errorf("LoadOptions.Library must win over the environment: %v", names)
+	if _, err := Load(LoadOptions{Library: "a.so"}); err == nil || !strings.Contains(err.Error(), "a.so (LoadOptions.Library)") ||
+		strings.Contains(err.Error(), "custom") {
+		t.Errorf("LoadOptions.Library must win over the environment: %v", err)
 	}
 }
 

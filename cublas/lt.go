@@ -11,9 +11,12 @@ import "C"
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"unsafe"
 
 	"github.com/gotrain/gotrain/cuda"
+	"github.com/gotrain/gotrain/internal/libsearch"
 )
 
 // LtLibrary is a loaded cuBLASLt. It is immutable and safe for concurrent
@@ -22,27 +25,55 @@ type LtLibrary struct {
 	fns     C.gt_cublaslt_fns
 	path    string
 	version int
+	search  libsearch.Result
 }
 
-// LoadLt dlopens cuBLASLt (LoadOptions.Library, else $GOTRAIN_LIBCUBLASLT,
-// else libcublasLt.so.13, .12, .11) and resolves the calls Matmul needs; a
-// failure wraps ErrNotAvailable and says what was tried.
+// LoadLt finds and dlopens cuBLASLt (LoadOptions.Library, else
+// $GOTRAIN_LIBCUBLASLT, else the candidates opts.Search lists) and
+// resolves the calls Matmul needs; a failure wraps ErrNotAvailable and
+// says what was tried. Library.LoadLt takes the one beside a loaded cuBLAS.
 func LoadLt(opts LoadOptions) (*LtLibrary, error) {
-	names, source := libraryNames(opts, EnvLtLibrary, defaultLtNames())
-	lib, err := openLibrary(names)
-	if err != nil {
-		return nil, notAvailable("cuBLASLt", names, source, EnvLtLibrary, err.Error())
+	return loadLt(opts.searcher(), LtSpec(), opts.Library, "LoadOptions.Library")
+}
+
+// LoadLt loads the cuBLASLt of l's release from l's directory ($GOTRAIN_LIBCUBLASLT
+// still wins), searching as LoadLt does when that directory has none.
+func (l *Library) LoadLt(opts LoadOptions) (*LtLibrary, error) {
+	if opts.Library == "" && os.Getenv(EnvLtLibrary) == "" {
+		if p := ltBeside(l.path, l.version.Major); p != "" {
+			return loadLt(opts.searcher(), LtSpec(), p, "beside "+filepath.Base(l.path))
+		}
 	}
-	defer C.free(unsafe.Pointer(lib))
-	l := &LtLibrary{path: realPath(C.GoString(&lib.path[0]))}
-	lib.err[0] = 0
-	if C.gt_cublaslt_resolve(lib, &l.fns) != 0 {
-		return nil, notAvailable("cuBLASLt", names, source, EnvLtLibrary,
-			fmt.Sprintf("%s lacks symbols gotrain needs: %s", l.path, C.GoString(&lib.err[0])))
+	return LoadLt(opts)
+}
+
+func loadLt(s *libsearch.Searcher, spec libsearch.Spec, given, from string) (*LtLibrary, error) {
+	var l *LtLibrary
+	r, ok := s.Load(spec, given, from, func(c libsearch.Candidate) (string, error) {
+		lib, err := openLibrary(c.Name)
+		if err != nil {
+			return "", err
+		}
+		defer C.free(unsafe.Pointer(lib))
+		l = &LtLibrary{path: realPath(C.GoString(&lib.path[0]))}
+		lib.err[0] = 0
+		if C.gt_cublaslt_resolve(lib, &l.fns) != 0 {
+			err := fmt.Errorf("%s lacks symbols gotrain needs: %s", l.path, C.GoString(&lib.err[0]))
+			C.gt_dl_close(lib)
+			return "", err
+		}
+		l.version = int(C.gt_cublaslt_get_version(&l.fns))
+		return l.path, nil
+	})
+	if !ok {
+		return nil, notAvailable(r, EnvLtLibrary)
 	}
-	l.version = int(C.gt_cublaslt_get_version(&l.fns))
+	l.search = r
 	return l, nil
 }
+
+// Search is how the library was found: every candidate and its outcome.
+func (l *LtLibrary) Search() libsearch.Result { return l.search }
 
 // Path is the file that loaded, symlinks resolved.
 func (l *LtLibrary) Path() string { return l.path }

@@ -12,11 +12,13 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/gotrain/gotrain/internal/libsearch"
 )
 
 // EnvNVRTC names the libnvrtc file to load (a path or a soname); when set
@@ -37,6 +39,15 @@ const nvrtcInstallHint = "install NVRTC (Debian: enable non-free, apt-get instal
 type NVRTCOptions struct {
 	// Library, if set, is the only file tried, ahead of $GOTRAIN_LIBNVRTC.
 	Library string
+	// Search finds the library where no override names one; nil searches
+	// as libsearch.FromEnv(0) does.
+	Search *libsearch.Searcher
+}
+
+// NVRTCSpec is NVRTC for libsearch: its sonames and NVIDIA's CUDA 12 wheel
+// directory (CUDA 13's is nvidia/cu13/lib).
+func NVRTCSpec() libsearch.Spec {
+	return libsearch.Spec{Name: "NVRTC", Env: EnvNVRTC, Sonames: slices.Clone(nvrtcNames), Wheels: []string{"cuda_nvrtc/lib"}}
 }
 
 // NVRTC is a loaded NVRTC library. Compilations are serialised (older
@@ -48,33 +59,52 @@ type NVRTC struct {
 	path                                       string
 	major, minor                               int
 	archs                                      []SM
+	search                                     libsearch.Result
 	mu                                         sync.Mutex
 }
 
-// LoadNVRTC dlopens NVRTC (NVRTCOptions.Library, else $GOTRAIN_LIBNVRTC,
-// else libnvrtc.so.13, .12, .11.2), resolves its symbols and reads its
-// version and supported architectures. The library stays loaded for the
-// life of the process. A missing library gives an error wrapping
-// ErrNVRTCNotAvailable that names every file tried and what to install.
+// LoadNVRTC finds and dlopens NVRTC (NVRTCOptions.Library, else
+// $GOTRAIN_LIBNVRTC, else the candidates opts.Search lists: libnvrtc.so.13,
+// .12, .11.2 on the loader path, in CUDA toolkits, conda and NVIDIA's pip
+// wheels, the newest CUDA major the driver runs first), resolves its
+// symbols and reads its version and supported architectures. The library
+// stays loaded for the life of the process. When nothing loads the error
+// wraps ErrNVRTCNotAvailable and is a *libsearch.Error naming every
+// candidate and why it was not used.
 func LoadNVRTC(opts NVRTCOptions) (*NVRTC, error) {
-	names, source := nvrtcNames, ""
-	if opts.Library != "" {
-		names, source = []string{opts.Library}, "NVRTCOptions.Library"
-	} else if p := os.Getenv(EnvNVRTC); p != "" {
-		names, source = []string{p}, "$"+EnvNVRTC
+	search := opts.Search
+	if search == nil {
+		search = libsearch.FromEnv(0)
 	}
+	var n *NVRTC
+	r, ok := search.Load(NVRTCSpec(), opts.Library, "NVRTCOptions.Library", func(c libsearch.Candidate) (string, error) {
+		var err error
+		n, err = loadNVRTCFile(c.Name)
+		if err != nil {
+			return "", err
+		}
+		return n.path, nil
+	})
+	if !ok {
+		return nil, &libsearch.Error{Result: r, Sentinel: ErrNVRTCNotAvailable, Hint: nvrtcInstallHint}
+	}
+	n.search = r
+	return n, nil
+}
+
+// Search is how the library was found: every candidate and its outcome.
+func (n *NVRTC) Search() libsearch.Result { return n.search }
+
+// loadNVRTCFile opens one candidate and checks it is a usable NVRTC.
+func loadNVRTCFile(name string) (*NVRTC, error) {
+	preloadBuiltins(name)
 	lib := (*C.gt_dl_lib)(C.calloc(1, C.size_t(unsafe.Sizeof(C.gt_dl_lib{}))))
 	defer C.free(unsafe.Pointer(lib))
-	cnames := make([]*C.char, len(names))
-	for i, n := range names {
-		cnames[i] = C.CString(n)
-	}
-	rc := C.gt_dl_open(lib, &cnames[0], C.int(len(cnames)), C.RTLD_NOW|C.RTLD_LOCAL)
-	for _, p := range cnames {
-		C.free(unsafe.Pointer(p))
-	}
+	cname := C.CString(name)
+	rc := C.gt_dl_open(lib, &cname, 1, C.RTLD_NOW|C.RTLD_LOCAL)
+	C.free(unsafe.Pointer(cname))
 	if rc != 0 {
-		return nil, nvrtcNotAvailable(names, source, C.GoString(&lib.err[0]))
+		return nil, fmt.Errorf("%s", C.GoString(&lib.err[0]))
 	}
 	n := &NVRTC{path: C.GoString(&lib.path[0])}
 	lib.err[0] = 0
@@ -106,7 +136,8 @@ func LoadNVRTC(opts NVRTCOptions) (*NVRTC, error) {
 		n.getCUBINSize = nil
 	}
 	if len(missing) > 0 {
-		return nil, nvrtcNotAvailable(names, source, fmt.Sprintf("%s lacks %s", n.path, strings.Join(missing, ", ")))
+		C.gt_dl_close(lib)
+		return nil, fmt.Errorf("%s lacks %s", n.path, strings.Join(missing, ", "))
 	}
 	var major, minor C.int
 	if r := C.gt_nvrtcVersion(versionFn, &major, &minor); r != C.NVRTC_SUCCESS {
@@ -130,12 +161,23 @@ func LoadNVRTC(opts NVRTCOptions) (*NVRTC, error) {
 	return n, nil
 }
 
-func nvrtcNotAvailable(names []string, source, detail string) error {
-	from := ""
-	if source != "" {
-		from = " (from " + source + ")"
+// preloadBuiltins loads the libnvrtc-builtins files beside an NVRTC path
+// before NVRTC itself: NVRTC opens its builtins by soname at the first
+// compile, which fails when the directory (a pip wheel's, a conda one) is
+// not on the loader path, and a loaded copy of that soname is what
+// satisfies it. Best effort, kept loaded for the life of the process.
+func preloadBuiltins(name string) {
+	if !filepath.IsAbs(name) {
+		return
 	}
-	return fmt.Errorf("%w: tried %s%s: %s; %s", ErrNVRTCNotAvailable, strings.Join(names, ", "), from, detail, nvrtcInstallHint)
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(name), "libnvrtc-builtins.so*"))
+	for _, f := range files {
+		lib := (*C.gt_dl_lib)(C.calloc(1, C.size_t(unsafe.Sizeof(C.gt_dl_lib{}))))
+		cname := C.CString(f)
+		C.gt_dl_open(lib, &cname, 1, C.RTLD_NOW|C.RTLD_GLOBAL)
+		C.free(unsafe.Pointer(cname))
+		C.free(unsafe.Pointer(lib))
+	}
 }
 
 // errName is NVRTC's name of r, e.g. "NVRTC_ERROR_COMPILATION".

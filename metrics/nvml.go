@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gotrain/gotrain/internal/libsearch"
 )
 
 // EnvNVML names the NVML library file to load instead of libnvidia-ml.so.1.
@@ -43,8 +45,47 @@ func NewNVML(path string) NVML {
 	return nvml.New(nvml.WithLibraryPath(path))
 }
 
-// QueryDefaultNVML is QueryNVML(NewNVML(path)).
-func QueryDefaultNVML(path string) (NVMLReport, error) { return QueryNVML(NewNVML(path)) }
+// NVMLSpec is NVML for libsearch: the driver installs it, so its soname
+// carries no CUDA major.
+func NVMLSpec() libsearch.Spec {
+	return libsearch.Spec{Name: "NVML", Env: EnvNVML, Sonames: []string{"libnvidia-ml.so.1"}, Unversioned: true}
+}
+
+// FindNVML returns the first NVML among s's candidates that initialises
+// ($GOTRAIN_LIBNVML alone when set), and the search that found it. The
+// returned library is shut down again: QueryNVML initialises it itself.
+func FindNVML(s *libsearch.Searcher) (NVML, libsearch.Result, error) {
+	var lib NVML
+	r, ok := s.Load(NVMLSpec(), "", "", func(c libsearch.Candidate) (string, error) {
+		l := nvml.New(nvml.WithLibraryPath(c.Name))
+		if ret := l.Init(); ret != nvml.SUCCESS {
+			return "", fmt.Errorf("nvmlInit: %v", ret)
+		}
+		l.Shutdown()
+		lib = l
+		return "", nil
+	})
+	if !ok {
+		return nil, r, &libsearch.Error{Result: r, Sentinel: errNVMLNotFound,
+			Hint: "libnvidia-ml.so.1 comes with the NVIDIA driver; set " + EnvNVML + " to its path"}
+	}
+	return lib, r, nil
+}
+
+var errNVMLNotFound = fmt.Errorf("metrics: NVML init: %v", nvml.ERROR_LIBRARY_NOT_FOUND)
+
+// QueryDefaultNVML is QueryNVML of the library at path, or of the one
+// FindNVML finds when path is "".
+func QueryDefaultNVML(path string) (NVMLReport, error) {
+	if path != "" {
+		return QueryNVML(NewNVML(path))
+	}
+	lib, _, err := FindNVML(libsearch.FromEnv(0))
+	if err != nil {
+		return NVMLReport{}, err
+	}
+	return QueryNVML(lib)
+}
 
 // QueryNVML initialises NVML, reads the driver's versions and every GPU's
 // identity, memory and utilization, and shuts NVML down again. A failed

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"unsafe"
+
+	"github.com/gotrain/gotrain/internal/libsearch"
 )
 
 // Library is a loaded NCCL: its entry points and version. It is immutable
@@ -25,28 +27,40 @@ type Library struct {
 	path    string
 	code    int
 	version Version
+	search  libsearch.Result
 }
 
-// Load dlopens NCCL (LoadOptions.Library, else $GOTRAIN_LIBNCCL, else
-// libnccl.so.2), resolves its symbols and reads its version. A library
-// that is missing or lacks a call every NCCL 2 has gives an error wrapping
-// ErrNotAvailable that names the files tried and what to install. It needs
-// no GPU.
+// Load finds and dlopens NCCL (LoadOptions.Library, else $GOTRAIN_LIBNCCL,
+// else the candidates opts.Search lists: libnccl.so.2 on the loader path,
+// in CUDA toolkits, conda and NVIDIA's pip wheels), resolves its symbols
+// and reads its version. When nothing loads the error wraps
+// ErrNotAvailable and is a *libsearch.Error naming every candidate and
+// why it was not used. It needs no GPU.
 func Load(opts LoadOptions) (*Library, error) {
-	names, source := libraryNames(opts)
+	var l *Library
+	r, ok := opts.searcher().Load(Spec(), opts.Library, "LoadOptions.Library", func(c libsearch.Candidate) (string, error) {
+		var err error
+		l, err = loadFile(c.Name)
+		if err != nil {
+			return "", err
+		}
+		return l.path, nil
+	})
+	if !ok {
+		return nil, notAvailable(r)
+	}
+	l.search = r
+	return l, nil
+}
+
+// loadFile opens one candidate and checks it is NCCL 2.
+func loadFile(name string) (*Library, error) {
 	lib := (*C.gt_dl_lib)(C.calloc(1, C.size_t(unsafe.Sizeof(C.gt_dl_lib{}))))
 	defer C.free(unsafe.Pointer(lib))
-	cnames := make([]*C.char, len(names))
-	for i, n := range names {
-		cnames[i] = C.CString(n)
-	}
-	defer func() {
-		for _, p := range cnames {
-			C.free(unsafe.Pointer(p))
-		}
-	}()
-	if C.gt_dl_open(lib, &cnames[0], C.int(len(cnames)), C.RTLD_NOW|C.RTLD_LOCAL) != 0 {
-		return nil, notAvailable(names, source, C.GoString(&lib.err[0]))
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if C.gt_dl_open(lib, &cname, 1, C.RTLD_NOW|C.RTLD_LOCAL) != 0 {
+		return nil, fmt.Errorf("%s", C.GoString(&lib.err[0]))
 	}
 	l := &Library{path: C.GoString(&lib.path[0])}
 	if p, err := filepath.EvalSymlinks(l.path); err == nil {
@@ -54,7 +68,9 @@ func Load(opts LoadOptions) (*Library, error) {
 	}
 	lib.err[0] = 0
 	if C.gt_nccl_resolve(lib, &l.fns) != 0 {
-		return nil, notAvailable(names, source, fmt.Sprintf("%s is not NCCL 2 (%s)", l.path, C.GoString(&lib.err[0])))
+		err := fmt.Errorf("%s is not NCCL 2 (%s)", l.path, C.GoString(&lib.err[0]))
+		C.gt_dl_close(lib)
+		return nil, err
 	}
 	var v C.int
 	if rc := C.gt_nccl_get_version(&l.fns, &v); rc != C.GT_ncclSuccess {
@@ -64,6 +80,9 @@ func Load(opts LoadOptions) (*Library, error) {
 	l.version = DecodeVersion(l.code)
 	return l, nil
 }
+
+// Search is how the library was found: every candidate and its outcome.
+func (l *Library) Search() libsearch.Result { return l.search }
 
 // Path is the file that loaded, symlinks resolved.
 func (l *Library) Path() string { return l.path }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gotrain/gotrain/internal/libsearch"
 )
 
 func TestLoadMissingLibrary(t *testing.T) {
@@ -24,12 +26,17 @@ func TestLoadMissingLibrary(t *testing.T) {
 
 func TestDefaultNames(t *testing.T) {
 	t.Setenv(EnvLibrary, "")
-	if names, source := libraryNames(LoadOptions{}); !slices.Equal(names, []string{"libnccl.so.2"}) || source != "" {
-		t.Errorf("default names %v (%q)", names, source)
+	s := libsearch.New(libsearch.Options{Root: t.TempDir(), Getenv: func(string) string { return "" }, PythonSites: func() []string { return nil }})
+	var names []string
+	for _, c := range s.Candidates(Spec()) {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"libnccl.so.2"}) {
+		t.Errorf("default names %v", names)
 	}
 	t.Setenv(EnvLibrary, "custom/libnccl.so.2")
-	if names, _ := libraryNames(LoadOptions{Library: "x.so"}); !slices.Equal(names, []string{"x.so"}) {
-		t.Errorf("LoadOptions.Library must win over the environment: %v", names)
+	if _, err := Load(LoadOptions{Library: "x.so"}); err == nil || !strings.Contains(err.Error(), "x.so (LoadOptions.Library)") || strings.Contains(err.Error(), "custom") {
+		t.Errorf("LoadOptions.Library must win over the environment: %v", err)
 	}
 }
 

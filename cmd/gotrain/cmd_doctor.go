@@ -13,7 +13,7 @@ import (
 	"github.com/gotrain/gotrain/backend/cpu"
 	"github.com/gotrain/gotrain/blas"
 	"github.com/gotrain/gotrain/cuda"
-	"github.com/gotrain/gotrain/kernels"
+	"github.com/gotrain/gotrain/internal/libsearch"
 	"github.com/gotrain/gotrain/metrics"
 )
 
@@ -38,6 +38,16 @@ type doctorReport struct {
 	NVMLError string              `json:"nvml_error,omitempty"`
 }
 
+// doctorLibNamed finds a library of the report by name.
+func doctorLibNamed(libs []doctorLib, name string) (doctorLib, bool) {
+	for _, l := range libs {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return doctorLib{}, false
+}
+
 // doctorLib is one native library as doctor found it: its version and the
 // file that loaded, or Err saying why it is absent and what to install.
 type doctorLib struct {
@@ -45,61 +55,68 @@ type doctorLib struct {
 	Version string `json:"version,omitempty"`
 	Path    string `json:"path,omitempty"`
 	Err     string `json:"error,omitempty"`
+	// Search lists every candidate file and what became of it; Fix says
+	// what to install when none loaded.
+	Search *libsearch.Result `json:"search,omitempty"`
+	Fix    string            `json:"fix,omitempty"`
 }
 
 // ---- GPU libraries ---------------------------------------------------------
 
 // doctorLibs lists the GPU libraries in report order, each probed by one
-// small function returning a doctorLib (doctorCUDA and doctorNVRTC here).
-// The cuBLAS and NCCL probes, doctorCUBLAS() and doctorNCCL() of
-// doctor_gpu_libs.go, belong in this list after NVRTC. No probe may fail
-// the command: a machine without a GPU is a normal answer.
-func doctorLibs(cudaLib doctorLib) []doctorLib {
-	return []doctorLib{cudaLib, doctorNVRTC(), doctorCUBLAS(), doctorNCCL()}
+// small function of doctor_gpu_libs.go returning a doctorLib, searched for
+// the driver's CUDA version (0: no driver, nothing skipped for it). No
+// probe may fail the command: a machine without a GPU is a normal answer.
+func doctorLibs(cudaLib doctorLib, driverCUDA int) []doctorLib {
+	search := libsearch.FromEnv(driverCUDA)
+	return []doctorLib{cudaLib, doctorNVRTC(search), doctorCUBLAS(search), doctorNCCL(search),
+		doctorNVML(search)}
 }
 
-// doctorCUDA loads the CUDA driver and lists its devices.
-func doctorCUDA() (doctorLib, []cuda.DeviceInfo) {
-	lib := doctorLib{Name: "cuda driver"}
+// doctorCUDA loads the CUDA driver and lists its devices; version is
+// cuDriverGetVersion's number (0 without a driver).
+func doctorCUDA() (lib doctorLib, devs []cuda.DeviceInfo, version int) {
+	lib = doctorLib{Name: "cuda driver"}
 	drv, err := cuda.Load(cuda.Options{})
 	if err != nil {
 		lib.Err = err.Error()
-		return lib, nil
+		return lib, nil, 0
 	}
 	lib.Version, lib.Path = drv.VersionString(), drv.Path()
-	devs, err := drv.Devices()
+	devs, err = drv.Devices()
 	if err != nil {
 		lib.Err = err.Error()
 	}
-	return lib, devs
+	return lib, devs, drv.Version()
 }
 
-// doctorNVRTC loads NVRTC, which compiles gotrain's kernels at run time.
-func doctorNVRTC() doctorLib {
-	lib := doctorLib{Name: "nvrtc"}
-	n, err := kernels.LoadNVRTC(kernels.NVRTCOptions{})
-	if err != nil {
-		lib.Err = err.Error()
-		return lib
+// printMissing writes a library that did not load: the candidates and
+// the fix when the search is known, else the loader's error.
+func printMissing(w io.Writer, l doctorLib) {
+	if l.Search == nil || l.Fix == "" {
+		fmt.Fprintf(w, "%-12s not available: %s\n", l.Name, l.Err)
+		return
 	}
-	lib.Version, lib.Path = n.VersionString(), n.Path()
-	if archs := n.SupportedArchs(); len(archs) > 0 {
-		lib.Version += fmt.Sprintf(", targets %s..%s", archs[0], archs[len(archs)-1])
-	}
-	return lib
+	fmt.Fprintf(w, "%-12s not available\n", l.Name)
+	printSearch(w, l.Search)
+	fmt.Fprintf(w, "%-12s   fix: %s\n", "", l.Fix)
 }
 
 // printGPUs writes the GPU part of the text report.
 func printGPUs(w io.Writer, r doctorReport) {
 	for _, l := range r.GPULibs {
+		if l.Name == "nvml" {
+			continue // its report follows the GPUs
+		}
 		if l.Err != "" && l.Version == "" {
-			fmt.Fprintf(w, "%-12s not available: %s\n", l.Name, l.Err)
+			printMissing(w, l)
 			continue
 		}
 		fmt.Fprintf(w, "%-12s %s (%s)\n", l.Name, l.Version, l.Path)
 		if l.Err != "" {
 			fmt.Fprintf(w, "%-12s %s\n", "", l.Err)
 		}
+		printSearch(w, l.Search)
 	}
 	if len(r.GPULibs) > 0 && r.GPULibs[0].Version != "" {
 		fmt.Fprintf(w, "gpus         %d through the CUDA driver\n", len(r.GPUs))
@@ -107,11 +124,16 @@ func printGPUs(w io.Writer, r doctorReport) {
 			fmt.Fprintf(w, "  gpu %s\n", g)
 		}
 	}
+	nvml, _ := doctorLibNamed(r.GPULibs, "nvml")
 	if r.NVML == nil {
-		fmt.Fprintf(w, "nvml         not available: %s\n", r.NVMLError)
+		if nvml.Err == "" {
+			nvml.Err = r.NVMLError
+		}
+		printMissing(w, nvml)
 		return
 	}
 	fmt.Fprintf(w, "nvml         driver %s, NVML %s, %d GPUs\n", r.NVML.DriverVersion, r.NVML.NVMLVersion, len(r.NVML.GPUs))
+	printSearch(w, nvml.Search)
 	for _, g := range r.NVML.GPUs {
 		busy := "utilization n/a"
 		if g.Utilization >= 0 {
@@ -163,9 +185,9 @@ func doctorCommand() *cli.Command {
 				SgemmGFLOPS: blas.MeasurePeak(impl, c.Float64("seconds")),
 				VectorMath:  cpu.VectorMath(),
 			}
-			var cudaLib doctorLib
-			cudaLib, r.GPUs = doctorCUDA()
-			r.GPULibs = doctorLibs(cudaLib)
+			cudaLib, gpus, driverCUDA := doctorCUDA()
+			r.GPUs = gpus
+			r.GPULibs = doctorLibs(cudaLib, driverCUDA)
 			if rep, err := metrics.QueryDefaultNVML(""); err != nil {
 				r.NVMLError = err.Error()
 			} else {

@@ -21,8 +21,8 @@ func TestDoctorGPULibsMissing(t *testing.T) {
 		got  doctorLib
 		want []string
 	}{
-		{doctorCUBLAS(), []string{"cublas", "libcublas.so.12", cublas.EnvLibrary, "libcublas12"}},
-		{doctorNCCL(), []string{"nccl", "libnccl.so.2", nccl.EnvLibrary, "libnccl2"}},
+		{doctorCUBLAS(nil), []string{"cublas", "libcublas.so.12", cublas.EnvLibrary, "libcublas12"}},
+		{doctorNCCL(nil), []string{"nccl", "libnccl.so.2", nccl.EnvLibrary, "libnccl2"}},
 	} {
 		if c.got.Version != "" || c.got.Path != "" {
 			t.Errorf("%s: found %q at %q", c.got.Name, c.got.Version, c.got.Path)
@@ -42,12 +42,12 @@ func TestDoctorGPULibsPresent(t *testing.T) {
 	t.Setenv(cublas.EnvLibrary, cudatest.BuildMockCUBLAS(t))
 	t.Setenv(cublas.EnvLtLibrary, cudatest.BuildMockCUBLASLt(t))
 	t.Setenv(nccl.EnvLibrary, cudatest.BuildMockNCCL(t, "MOCK_NCCL_VERSION=2708"))
-	cb := doctorCUBLAS()
+	cb := doctorCUBLAS(nil)
 	if cb.Err != "" || cb.Version != "12.3.4, cuBLASLt 12.3.4" || !strings.HasSuffix(cb.Path, "libcublas.so.12") {
-		t.Errorf("doctorCUBLAS() = %+v", cb)
+		t.Errorf("doctorCUBLAS(nil) = %+v", cb)
 	}
-	nc := doctorNCCL()
+	nc := doctorNCCL(nil)
 	if nc.Version != "2.7.8" || !strings.HasSuffix(nc.Path, "libnccl.so.2") || !strings.Contains(nc.Err, "2.10.3") {
-		t.Errorf("doctorNCCL() with NCCL 2.7.8 = %+v, want a note that bf16 and avg need 2.10.3", nc)
+		t.Errorf("doctorNCCL(nil) with NCCL 2.7.8 = %+v, want a note that bf16 and avg need 2.10.3", nc)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/comm/ncclcomm"
 	"github.com/gotrain/gotrain/cuda"
+	"github.com/gotrain/gotrain/internal/libsearch"
 	"github.com/gotrain/gotrain/nccl"
 )
 
@@ -202,7 +203,7 @@ func selftestCollective(ctx context.Context, w io.Writer, drv *cuda.Driver, coun
 		fmt.Fprintf(w, "all-reduce   %d GPU visible: no collective to measure\n", count)
 		return nil
 	}
-	lib, err := nccl.Load(nccl.LoadOptions{})
+	lib, err := nccl.Load(nccl.LoadOptions{Search: libsearch.FromEnv(drv.Version())})
 	if err != nil {
 		fmt.Fprintf(w, "all-reduce   not measured: %v\n", firstLine(err.Error()))
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 	"github.com/gotrain/gotrain/comm/ncclcomm"
 	"github.com/gotrain/gotrain/cublas"
 	"github.com/gotrain/gotrain/cuda"
+	"github.com/gotrain/gotrain/internal/libsearch"
 	"github.com/gotrain/gotrain/kernels"
 	"github.com/gotrain/gotrain/launch"
+	"github.com/gotrain/gotrain/metrics"
 	"github.com/gotrain/gotrain/nccl"
 )
 
@@ -27,47 +30,93 @@ type gpuRank struct {
 	be  *cudabe.Backend
 }
 
-// gpuProbe says whether --device auto should pick CUDA: a driver that
-// answers with at least one device, NVRTC and cuBLAS, and NCCL when ranks
-// must talk. The error says what is missing.
-func gpuProbe(worldSize int) error {
-	drv, err := cuda.Load(cuda.Options{})
-	if err != nil {
+// gpuProbe says whether --device auto can use CUDA: a driver that answers
+// with at least one device, NVRTC and cuBLAS, and NCCL when ranks must
+// talk. present says a GPU is there (the driver counts one, or a device
+// node or NVML shows one) even when err says what keeps CUDA from working.
+func gpuProbe(worldSize int) (present bool, err error) {
+	drv, derr := cuda.Load(cuda.Options{})
+	if derr == nil {
+		n, err := drv.DeviceCount()
+		if err != nil {
+			return true, err
+		}
+		if n > 0 {
+			return true, checkCUDALibs(drv, worldSize)
+		}
+		derr = fmt.Errorf("the CUDA driver %s sees no GPU", drv.VersionString())
+		if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+			// The user hid the GPUs: the CPU is what was asked for.
+			return false, fmt.Errorf("%w (CUDA_VISIBLE_DEVICES=%q)", derr, v)
+		}
+	}
+	if where := gpuPresent(); where != "" {
+		return true, fmt.Errorf("%s shows a GPU but %w", where, derr)
+	}
+	return false, derr
+}
+
+// checkCUDALibs loads every library a GPU rank needs, found for drv's CUDA
+// version, and returns the first that cannot be used.
+func checkCUDALibs(drv *cuda.Driver, worldSize int) error {
+	search := libsearch.FromEnv(drv.Version())
+	if _, err := kernels.LoadNVRTC(kernels.NVRTCOptions{Search: search}); err != nil {
 		return err
 	}
-	n, err := drv.DeviceCount()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return fmt.Errorf("the CUDA driver sees no GPU")
-	}
-	if _, err := kernels.LoadNVRTC(kernels.NVRTCOptions{}); err != nil {
-		return err
-	}
-	if _, err := cublas.Load(cublas.LoadOptions{}); err != nil {
+	if _, err := cublas.Load(cublas.LoadOptions{Search: search}); err != nil {
 		return err
 	}
 	if worldSize > 1 {
-		if _, err := nccl.Load(nccl.LoadOptions{}); err != nil {
+		if _, err := nccl.Load(nccl.LoadOptions{Search: search}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// EnvDevDir names the directory searched for NVIDIA device nodes instead of
+// /dev: a test hook, so the refusal below can be tested with a plain file
+// standing in for /dev/nvidia0.
+const EnvDevDir = "GOTRAIN_DEV_DIR"
+
+// gpuPresent says where a GPU shows without CUDA: a device node
+// (/dev/nvidia0, ...), or NVML counting one. "" when neither does.
+func gpuPresent() string {
+	dir := os.Getenv(EnvDevDir)
+	if dir == "" {
+		dir = "/dev"
+	}
+	if nodes, _ := filepath.Glob(filepath.Join(dir, "nvidia[0-9]*")); len(nodes) > 0 {
+		return nodes[0]
+	}
+	if os.Getenv(EnvDevDir) != "" {
+		return "" // the hook replaces every look at the real machine
+	}
+	if rep, err := metrics.QueryDefaultNVML(""); err == nil && len(rep.GPUs) > 0 {
+		return fmt.Sprintf("NVML (%d GPU(s), driver %s)", len(rep.GPUs), rep.DriverVersion)
+	}
+	return ""
+}
+
 // resolveDevice turns --device into "cpu" or "cuda" for a job of
 // worldSize ranks. auto picks cuda when a GPU and its libraries are
-// present; note says why it did not.
+// present, and the CPU when no GPU is (note says so); a GPU that is
+// present but unusable is an error naming what is missing, never a quiet
+// CPU run.
 func resolveDevice(device string, worldSize int) (resolved, note string, err error) {
 	switch device {
 	case "cpu", "cuda":
 		return device, "", nil
 	case "auto":
-		if perr := gpuProbe(worldSize); perr != nil {
-			return "cpu", firstLine(perr.Error()), nil
+		present, perr := gpuProbe(worldSize)
+		switch {
+		case perr == nil:
+			return "cuda", "", nil
+		case present:
+			return "", "", fmt.Errorf("--device auto: this machine has a GPU but gotrain cannot use it: %w\n"+
+				"(`gotrain doctor` lists every library file searched; pass --device cpu to train on the CPU anyway)", perr)
 		}
-		return "cuda", "", nil
+		return "cpu", firstLine(perr.Error()), nil
 	}
 	return "", "", fmt.Errorf("--device %q: want cpu, cuda or auto", device)
 }
@@ -115,7 +164,8 @@ func openGPU(localRank, hostThreads int, allowTF32 bool) (*gpuRank, error) {
 // newCUDABackend compiles (or loads from the cache) the kernel program for
 // dev and creates the backend.
 func newCUDABackend(dev *cuda.Device, hostThreads int, allowTF32 bool) (*cudabe.Backend, error) {
-	nv, err := kernels.LoadNVRTC(kernels.NVRTCOptions{})
+	search := libsearch.FromEnv(dev.Driver().Version())
+	nv, err := kernels.LoadNVRTC(kernels.NVRTCOptions{Search: search})
 	if err != nil {
 		return nil, fmt.Errorf("--device cuda: %w", err)
 	}
@@ -124,13 +174,13 @@ func newCUDABackend(dev *cuda.Device, hostThreads int, allowTF32 bool) (*cudabe.
 		// No cache is slower start-up, never a failure.
 		cache, _ = kernels.OpenCache(dir)
 	}
-	bl, err := cublas.Load(cublas.LoadOptions{})
+	bl, err := cublas.Load(cublas.LoadOptions{Search: search})
 	if err != nil {
 		return nil, fmt.Errorf("--device cuda: %w", err)
 	}
 	// cuBLASLt ships with cuBLAS; without it the backend adds biases with
 	// its own kernels instead of in the GEMM's epilogue.
-	lt, lterr := cublas.LoadLt(cublas.LoadOptions{})
+	lt, lterr := bl.LoadLt(cublas.LoadOptions{Search: search})
 	if lterr != nil {
 		lt = nil
 	}
@@ -187,7 +237,7 @@ func gpuPeakFLOPS(name string) (float64, bool) {
 // connectNCCL opens the NCCL communicator of this rank's GPU; the unique
 // id travels through the rendezvous store.
 func connectNCCL(ctx context.Context, rk launch.Rank, st comm.Store, gpu *gpuRank, timeout time.Duration) (comm.Comm, error) {
-	lib, err := nccl.Load(nccl.LoadOptions{})
+	lib, err := nccl.Load(nccl.LoadOptions{Search: libsearch.FromEnv(gpu.dev.Driver().Version())})
 	if err != nil {
 		return nil, fmt.Errorf("--device cuda with %d ranks: %w", rk.WorldSize, err)
 	}
