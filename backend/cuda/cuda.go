@@ -189,7 +189,7 @@ func (b *Backend) Close() error {
 		keep(b.dev.Free(s.ptr))
 	}
 	b.mu.Lock()
-	keep(b.stage.free(b))
+	keep(b.stage.freeAll(b))
 	b.mu.Unlock()
 	keep(b.dev.Do(func(*cu.Ctx) error { return b.blas.Close() }))
 	if b.lt != nil {
@@ -220,13 +220,16 @@ func (b *Backend) check(op string, err error) {
 // wait for the stream it makes no driver call: a step's final Sync right
 // after a read of the device costs nothing.
 func (b *Backend) Sync() error {
+	b.mu.Lock()
+	snap := b.stage.beginWait()
+	b.mu.Unlock()
 	waited, err := b.dev.SyncIfQueued(b.stream)
 	b.check("synchronize", err)
-	b.mu.Lock()
 	if waited && err == nil {
-		b.stage.epoch++
+		b.mu.Lock()
+		b.stage.endWait(snap)
+		b.mu.Unlock()
 	}
-	b.mu.Unlock()
 	b.emu.Lock()
 	defer b.emu.Unlock()
 	return b.err
@@ -351,16 +354,23 @@ func (b *Backend) readDevice(dst []byte, src cu.DevicePtr) error {
 		return err
 	}
 	if err := b.dev.CopyDtoHAsync(slot.buf.Slice(0, len(dst)), src, b.stream); err != nil {
+		b.released(slot)
 		return err
 	}
-	if err := b.dev.StreamSynchronize(b.stream); err != nil {
-		return err
-	}
-	copy(dst, slot.buf.Bytes())
+	// Held until its bytes are copied out: the wait below frees the slot
+	// for other callers, which must not write it before then.
 	b.mu.Lock()
-	b.stage.epoch++ // after the copy out: the slot is free from here
+	b.stage.issue(slot)
+	slot.held = true
 	b.mu.Unlock()
-	return nil
+	err = b.waitStream()
+	if err == nil {
+		copy(dst, slot.buf.Bytes())
+	}
+	b.mu.Lock()
+	slot.held = false
+	b.mu.Unlock()
+	return err
 }
 
 // compute is the cuBLAS compute type of a GEMM whose A and B are dt:

@@ -53,8 +53,10 @@ func (b *Backend) Upload(dst backend.Buffer, src []byte) error {
 		}
 		copy(slot.buf.Bytes(), src)
 		if err := b.dev.CopyHtoDAsync(devPtr(dst), slot.buf.Slice(0, len(src)), b.stream); err != nil {
+			b.released(slot)
 			return fmt.Errorf("cuda upload %d bytes: %w", len(src), err)
 		}
+		b.issued(slot)
 		return nil
 	}
 	if err := b.dev.StreamSynchronize(b.stream); err != nil {
