@@ -214,10 +214,13 @@ func increase[T int64 | float64](last *T, now T) T {
 // matmuls per token, plus the causal half of attention's T×T scores), or
 // for LoRA model.AdapterLayout.FlopsPerToken (4 × the frozen weights, 6 ×
 // the adapters').
-// peakFLOPS ≤ 0 means the peak is unknown and gives 0.
+// peakFLOPS ≤ 0 means the peak is unknown and gives 0. The result is at
+// most 1: a step faster than the peak means the peak was measured low (a
+// CPU roofline timed while the machine was busy), and the fraction is
+// then the whole of what was measured, not more.
 func MFU(tokensPerSecondPerRank, flopsPerToken, peakFLOPS float64) float64 {
 	if peakFLOPS <= 0 {
 		return 0
 	}
-	return tokensPerSecondPerRank * flopsPerToken / peakFLOPS
+	return min(1, tokensPerSecondPerRank*flopsPerToken/peakFLOPS)
 }

@@ -233,6 +233,11 @@ func TestMFU(t *testing.T) {
 	if got := MFU(1e5, 8.035e8, 0); got != 0 {
 		t.Errorf("MFU with unknown peak = %v, want 0", got)
 	}
+	// A roofline measured under load can be below what the step reaches:
+	// never more than the whole.
+	if got := MFU(1e5, 8.035e8, 4e13); got != 1 {
+		t.Errorf("MFU above the peak = %v, want 1", got)
+	}
 }
 
 func TestBreakdownLine(t *testing.T) {

@@ -47,10 +47,10 @@ type activations struct {
 	// logits is (N,Vp) in the activations' dtype: the logits, which the
 	// backend's fused classifier overwrites with dlogits in place in
 	// backward. No probabilities are stored. With checkpointing there is
-	// no (N,Vp) buffer: chunk holds logitChunkRows rows at a time,
+	// no (N,Vp) buffer: chunk holds LogitChunkRows rows at a time,
 	// recomputed in backward.
 	logits backend.Buffer
-	chunk  backend.Buffer // (logitChunkRows,Vp) or (N,Vp) if smaller; ckpt only
+	chunk  backend.Buffer // (LogitChunkRows,Vp) or (N,Vp) if smaller; ckpt only
 	losses backend.Buffer // F32 (N)
 
 	// Scratch shared by every block; activation gradients are written (=),
@@ -65,9 +65,9 @@ type activations struct {
 	d4a, d4b backend.Buffer
 }
 
-// logitChunkRows bounds the logits staged before the loss: 256 rows of GPT-2
+// LogitChunkRows bounds the logits staged before the loss: 256 rows of GPT-2
 // logits are 51 MB in fp32, still a GEMM large enough to run at full speed.
-const logitChunkRows = 256
+const LogitChunkRows = 256
 
 // arenaAlign keeps every tensor's start 256-byte aligned for vector loads.
 const arenaAlign = 256
@@ -183,7 +183,7 @@ func planActivations(a *activations, cfg Config, B, T int, dt backend.DType, ckp
 		p.add(&a.logits, dt, N*cfg.Vp)
 	} else {
 		// The logits are recomputed chunk by chunk in backward.
-		p.add(&a.chunk, dt, min(N, logitChunkRows)*cfg.Vp)
+		p.add(&a.chunk, dt, min(N, LogitChunkRows)*cfg.Vp)
 	}
 	p.add(&a.losses, backend.F32, N)
 	p.add(&a.scratch, dt, N*C)

@@ -11,7 +11,7 @@ import (
 // TestCheckpointingGradientsBitIdentical: recomputing each block in backward
 // from its kept input gives exactly the gradients (and loss) of keeping every
 // activation, with the kept inputs on the device or in host memory, over
-// several logit chunks (N > logitChunkRows) and accumulated micro-batches.
+// several logit chunks (N > LogitChunkRows) and accumulated micro-batches.
 func TestCheckpointingGradientsBitIdentical(t *testing.T) {
 	cfg := GPT2(Config{MaxT: 160, V: 37, Vp: 128, L: 4, NH: 2, C: 16})
 	host := testParams(cfg, 21)

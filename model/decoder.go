@@ -136,8 +136,8 @@ func (m *Model) forward(inputs, targets []int32, B, T int, lossSum backend.Buffe
 		return 0, nil
 	}
 	Vp := cfg.Vp
-	for r0 := 0; r0 < N; r0 += logitChunkRows {
-		n := min(logitChunkRows, N-r0)
+	for r0 := 0; r0 < N; r0 += LogitChunkRows {
+		n := min(LogitChunkRows, N-r0)
 		chunk := m.logitsChunk(r0, n)
 		be.MatmulForward(chunk, a.lnf.Slice(r0*C, n*C), head, backend.Buffer{}, n, C, Vp)
 		be.FusedClassifier(a.losses.Slice(r0, n), chunk, a.targets.Slice(r0, n), 0, n, cfg.V, Vp)
@@ -275,8 +275,8 @@ func (m *Model) Backward(dlossScale float32) error {
 	// overwrites the logits with dlogits in their own dtype, so a 16-bit
 	// model's head GEMMs stay 16-bit.
 	Vp := cfg.Vp
-	for r0 := 0; r0 < N; r0 += logitChunkRows {
-		n := min(logitChunkRows, N-r0)
+	for r0 := 0; r0 < N; r0 += LogitChunkRows {
+		n := min(LogitChunkRows, N-r0)
 		lnf, tg, dlogits := a.lnf.Slice(r0*C, n*C), a.targets.Slice(r0, n), m.logitsChunk(r0, n)
 		if a.ckpt {
 			be.MatmulForward(dlogits, lnf, head, backend.Buffer{}, n, C, Vp)

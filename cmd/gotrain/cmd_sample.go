@@ -73,7 +73,7 @@ func runSample(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	be, _, err := newBackend(c.Int("threads"))
+	be, _, err := newBackend(c.Int("threads"), nil)
 	if err != nil {
 		return err
 	}

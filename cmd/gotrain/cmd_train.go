@@ -121,7 +121,7 @@ func runTrain(c *cli.Context) error {
 	if autoNote != "" && rk.Rank == 0 {
 		fmt.Fprintf(c.App.ErrWriter, "info: --device auto chose the CPU: %s\n", autoNote)
 	}
-	dev, err := openTrainDevice(c, device, rk, mcfg, cfg.ZeRO.Stage)
+	dev, err := openTrainDevice(c, device, rk, mcfg, cfg.ZeRO.Stage, gemmShapes(mcfg, batch.MicroBatch, seqLen))
 	if err != nil {
 		return err
 	}
@@ -390,13 +390,14 @@ func memoryTable(out io.Writer, local backend.MemoryStats, o trainer.Options, wo
 type trainDevice struct {
 	be      backend.Backend
 	gpu     *gpuRank
-	info    blasInfo
+	gemm    cpuGEMM
 	threads int
 }
 
 // openTrainDevice opens the rank's device, ranks sharing a machine sharing
-// its cores, and refuses a model whose parameters cannot fit.
-func openTrainDevice(c *cli.Context, device string, rk launch.Rank, mcfg model.Config, stage int) (*trainDevice, error) {
+// its cores, and refuses a model whose parameters cannot fit. On the CPU
+// the GEMM is chosen on shapes, the run's largest.
+func openTrainDevice(c *cli.Context, device string, rk launch.Rank, mcfg model.Config, stage int, shapes []blas.Shape) (*trainDevice, error) {
 	d := &trainDevice{threads: c.Int("threads")}
 	if d.threads <= 0 {
 		d.threads = max(1, runtime.NumCPU()/max(1, rk.LocalWorldSize))
@@ -410,7 +411,7 @@ func openTrainDevice(c *cli.Context, device string, rk launch.Rank, mcfg model.C
 			return nil, err
 		}
 		d.be = d.gpu.be
-	} else if d.be, d.info, err = newBackend(d.threads); err != nil {
+	} else if d.be, d.gemm, err = newBackend(d.threads, shapes); err != nil {
 		return nil, err
 	}
 	if host, ok := hostMemTotal(); ok {
@@ -433,17 +434,18 @@ func (d *trainDevice) close() {
 }
 
 // announce prints the start-up line and returns one rank's peak FLOP/s for
-// MFU: --peak-flops, the GPU's known dense bf16 peak, or the sgemm roofline
-// measured now on the CPU.
+// MFU: --peak-flops, the GPU's known dense bf16 peak, or on the CPU the
+// machine's sgemm roofline (the best of both GEMMs, measured when the GEMM
+// was chosen or cached from an earlier run).
 func (d *trainDevice) announce(c *cli.Context, out io.Writer, rk launch.Rank, cfg *config.Config) float64 {
 	peak := c.Float64("peak-flops")
 	stage, prec := cfg.ZeRO.Stage, precisionLabel(cfg)
 	if d.gpu == nil {
 		if peak == 0 {
-			peak = blas.MeasurePeak(d.info.impl, 0.5) * 1e9
+			peak = d.gemm.roofline
 		}
 		fmt.Fprintf(out, "gotrain %s | %d rank(s), ZeRO stage %d, precision %s | device %s | BLAS %s, %d threads/rank | sgemm roofline %.1f GFLOP/s per rank\n",
-			Version, rk.WorldSize, stage, prec, d.be.Name(), d.info.describe(), d.threads, peak/1e9)
+			Version, rk.WorldSize, stage, prec, d.be.Name(), d.gemm.describe(), d.threads, peak/1e9)
 		return peak
 	}
 	gi := d.gpu.dev.Info()
@@ -473,23 +475,6 @@ func loadTrainConfig(path string, opts config.Options) (*config.Config, error) {
 		return nil, err
 	}
 	return config.Parse("(embedded) "+configs.Default, b, opts)
-}
-
-// blasInfo is the GEMM the CPU backend runs, for the start-up line.
-type blasInfo struct {
-	impl blas.Impl
-	info blas.Info
-}
-
-func (b blasInfo) describe() string {
-	s := b.info.Name
-	if b.info.CoreType != "" {
-		s += " (" + b.info.CoreType + ")"
-	}
-	if b.info.Note != "" {
-		s += " [" + b.info.Note + "]"
-	}
-	return s
 }
 
 // configText is the config file's text for checkpoints ("" for the embedded default).
@@ -599,14 +584,17 @@ func (s *storeComm) Close() error {
 	return err
 }
 
-// newBackend is the CPU backend with the best GEMM this machine has.
-func newBackend(threads int) (backend.Backend, blasInfo, error) {
+// newBackend is the CPU backend with the faster GEMM of this machine on
+// shapes (nil: the 1024³ product), unless $GOTRAIN_BLAS forces one.
+func newBackend(threads int, shapes []blas.Shape) (backend.Backend, cpuGEMM, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	impl, info := blas.Default(threads)
-	be := cpu.New(cpu.Options{Gemm: impl, Threads: threads})
-	return be, blasInfo{impl: impl, info: info}, nil
+	g, err := chooseCPUGEMM("", threads, shapes)
+	if err != nil {
+		return nil, g, err
+	}
+	return cpu.New(cpu.Options{Gemm: g.impl, Threads: threads}), g, nil
 }
 
 // vocabFromData sizes a new model's vocabulary to the tokenizer recorded with

@@ -79,7 +79,7 @@ func runDoctorComm(c *cli.Context, o doctorCommOptions) error {
 		}
 		defer gpu.Close()
 		be = gpu.be
-	} else if be, _, err = newBackend(threads); err != nil {
+	} else if be, _, err = newBackend(threads, nil); err != nil {
 		return err
 	}
 	timeout := c.Duration("comm-timeout")

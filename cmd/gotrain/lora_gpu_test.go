@@ -60,7 +60,7 @@ func TestLoRAOnCUDAMatchesCPU(t *testing.T) {
 		}
 		return l
 	}
-	cpuBE, _, err := newBackend(1)
+	cpuBE, _, err := newBackend(1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func zeroOverNCCL(t *testing.T, drv *cuda.Driver, lib *nccl.Library, dir string,
 		return trainer.Options{Config: cfg, Batch: b, Model: mcfg, Comm: cm, Seed: 1, Data: []string{shard}, SeqLen: 16,
 			MaxSteps: steps, OutputDir: out, Resume: "never"}
 	}
-	cpuBE, _, err := newBackend(1)
+	cpuBE, _, err := newBackend(1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
