@@ -27,6 +27,17 @@
  * - The unversioned legacy names (cuMemAlloc, ...) exist, as in libcuda,
  *   but fail with CUDA_ERROR_NOT_SUPPORTED, so dlsym'ing them is caught.
  *
+ * Build options (cudatest.BuildMockDriver's defines):
+ *   -DMOCK_CUDA_DRIVER_VERSION=N  what cuDriverGetVersion reports (default
+ *                                 12040). From 12080 on the mock also
+ *                                 exports cuEventElapsedTime_v2, and its
+ *                                 plain cuEventElapsedTime then fails with
+ *                                 CUDA_ERROR_NOT_SUPPORTED, so binding the
+ *                                 older name where the newer exists is caught.
+ *   -DMOCK_CUDA13_NAMES_ONLY      leave out the names the CUDA 13.0 header
+ *                                 no longer declares (cuEventElapsedTime),
+ *                                 as a driver that dropped them would.
+ *
  * GOTRAIN_MOCK_CUDA_DEVICES sets the device count at cuInit (default 2;
  * 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE). Even ordinals are sm_80
  * devices, odd ones sm_90 (see cudatest.MockDeviceSpec).
@@ -46,6 +57,10 @@
 #include <time.h>
 
 #include "mock_counters.h"
+
+#ifndef MOCK_CUDA_DRIVER_VERSION
+#define MOCK_CUDA_DRIVER_VERSION 12040
+#endif
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -212,7 +227,7 @@ CUresult cuDriverGetVersion(int *v) {
 	if (v == NULL) {
 		return E_INVALID_VALUE;
 	}
-	*v = 12040;
+	*v = MOCK_CUDA_DRIVER_VERSION;
 	return OK;
 }
 
@@ -664,8 +679,9 @@ CUresult cuEventDestroy_v2(void *e) {
 	return OK;
 }
 
-/* Only the plain name, as drivers before 12.8 export. */
-CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
+/* The time between two recorded timing events, behind whichever names
+ * this build exports. */
+__attribute__((unused)) static CUresult elapsed_time(float *ms, void *start, void *end) {
 	CUresult r = check_event(start);
 	if (r == OK) {
 		r = check_event(end);
@@ -681,6 +697,21 @@ CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
 	*ms = (float)d;
 	return OK;
 }
+
+#if MOCK_CUDA_DRIVER_VERSION >= 12080
+CUresult cuEventElapsedTime_v2(float *ms, void *start, void *end) { return elapsed_time(ms, start, end); }
+#endif
+
+#ifndef MOCK_CUDA13_NAMES_ONLY
+CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
+#if MOCK_CUDA_DRIVER_VERSION >= 12080
+	(void)ms, (void)start, (void)end;
+	return E_NOT_SUPPORTED;
+#else
+	return elapsed_time(ms, start, end);
+#endif
+}
+#endif
 
 /* ---- copies and memset ---------------------------------------------------- */
 
