@@ -3,7 +3,8 @@
 // symbols gotrain uses, on the CPU (testdata/mock_cuda.c says exactly what
 // it does and checks). Device pointers it hands out are host pointers from
 // malloc, so the mock cuBLAS, cuBLASLt and NCCL it also builds
-// (BuildMockCUBLAS, BuildMockCUBLASLt, BuildMockNCCL) compute on them.
+// (BuildMockCUBLAS, BuildMockCUBLASLt, BuildMockNCCL) compute on them. Its
+// mock NVRTC (BuildMockNVRTC) writes PTX the mock driver runs.
 //
 // It is a non-test package so that every package's tests can use it; it
 // is never imported by production code.
