@@ -167,3 +167,41 @@ func TestLoadOnDeviceWithNVRTC13(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// NVRTC 13 with a driver for CUDA 12: the driver reads neither its CUBIN
+// nor its 9.x PTX, and the error says which library to change.
+func TestNVRTC13OnCUDA12Driver(t *testing.T) {
+	t.Setenv(cudatest.EnvDevices, "2")
+	drv, err := cuda.Load(cuda.Options{Library: cudatest.BuildMockDriver(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := drv.Open(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dev.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	c := kernels.NewCompiler(loadMockNVRTC(t, 13, 0, cudatest.NVRTC130Archs), nil)
+	_, err = c.Load(dev, vaddSource(t), "vadd.cu")
+	if !cuda.IsResult(err, cuda.ErrorUnsupportedPTX) {
+		t.Fatalf("Load = %v, want CUDA_ERROR_UNSUPPORTED_PTX_VERSION", err)
+	}
+	for _, want := range []string{"NVRTC 13 is newer than the driver (CUDA 12.4)", kernels.EnvNVRTC + "=libnvrtc.so.12", "R580"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	// NVRTC 12 output loads on the same driver.
+	c12 := kernels.NewCompiler(loadMockNVRTC(t, 12, 4, cudatest.NVRTC124Archs), nil)
+	m, err := c12.Load(dev, vaddSource(t), "vadd.cu")
+	if err != nil {
+		t.Fatalf("NVRTC 12.4 on a CUDA 12.4 driver: %v", err)
+	}
+	if err := m.Unload(); err != nil {
+		t.Error(err)
+	}
+}

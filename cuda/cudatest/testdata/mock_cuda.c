@@ -15,7 +15,10 @@
  *   waited for by cuStreamWaitEvent before any cuEventRecord of it orders
  *   nothing in the driver, so the mock counts such waits as a bug to find
  *   (MOCK_CNT_WAIT_UNRECORDED), with records, waits and stream polls.
- * - Modules are PTX text. cuModuleGetFunction finds ".entry NAME" in it;
+ * - Modules are PTX text, of a PTX ISA major the driver's CUDA release
+ *   reads (CUDA_ERROR_UNSUPPORTED_PTX_VERSION otherwise, as for 9.x PTX
+ *   from NVRTC 13 on a CUDA 12 driver). cuModuleGetFunction finds
+ *   ".entry NAME" in it;
  *   launching runs a CPU version of the few test kernels listed in
  *   `kernels` below, over the launch's real grid and block.
  * - With GOTRAIN_MOCK_CUDA_EMU naming a kernel emulation library (package
@@ -77,6 +80,7 @@ enum {
 	E_INVALID_CONTEXT = 201,
 	E_NO_BINARY_FOR_GPU = 209,
 	E_INVALID_PTX = 218,
+	E_UNSUPPORTED_PTX_VERSION = 222,
 	E_INVALID_HANDLE = 400,
 	E_NOT_FOUND = 500,
 	E_ILLEGAL_ADDRESS = 700,
@@ -245,6 +249,8 @@ static const struct {
 	{E_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
 	{E_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
 	{E_INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+	{E_UNSUPPORTED_PTX_VERSION, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+	 "the provided PTX was compiled with an unsupported toolchain."},
 	{E_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
 	{E_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 	{E_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
@@ -974,6 +980,16 @@ CUresult cuModuleLoadDataEx(void **pm, const void *image, unsigned int n, int *o
 	if (strstr(text, ".version") == NULL || strstr(text, ".target") == NULL) {
 		jit_log(n, opts, vals, "ptxas application ptx input, line 1; fatal   : missing .version/.target directive");
 		return E_INVALID_PTX;
+	}
+	/* The PTX ISA major of CUDA N is N-4 (8.x for 12, 9.x for 13); a driver
+	 * JITs no PTX of a later major. Within a major the mock is lenient. */
+	const char *v = strstr(text, ".version ");
+	if (v != NULL && atoi(v + strlen(".version ")) > MOCK_CUDA_DRIVER_VERSION / 1000 - 4) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "ptxas application ptx input, line 1; fatal   : Unsupported .version %.4s; current version is '%d.x'",
+		         v + strlen(".version "), MOCK_CUDA_DRIVER_VERSION / 1000 - 4);
+		jit_log(n, opts, vals, msg);
+		return E_UNSUPPORTED_PTX_VERSION;
 	}
 	const char *t = strstr(text, ".target sm_");
 	if (t != NULL) {
