@@ -1,10 +1,13 @@
 package cublas
 
 import (
+	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gotrain/gotrain/cuda"
+	"github.com/gotrain/gotrain/cuda/cudatest"
 )
 
 // cuBLAS and cuBLASLt 13 keep every declaration gotrain uses (checked
@@ -47,4 +50,44 @@ func TestCUBLAS13(t *testing.T) {
 		t.Fatal(err)
 	}
 	dc.check(t, e.dev, ref, tol, c.m)
+}
+
+// cuBLAS and cuBLASLt refuse a handle with CUBLAS_STATUS_NOT_INITIALIZED
+// both without a usable GPU and on a driver older than their CUDA major;
+// the error keeps the status and names the driver branch each needs.
+func TestCreateNotInitializedNamesDriverFloor(t *testing.T) {
+	dev := mockDevice(t)
+	check := func(t *testing.T, err error, wants ...string) {
+		t.Helper()
+		var e *Error
+		if !errors.As(err, &e) || e.Status != StatusNotInitialized {
+			t.Fatalf("NewHandle = %v, want CUBLAS_STATUS_NOT_INITIALIZED", err)
+		}
+		for _, want := range wants {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+	}
+	for _, c := range []struct {
+		major, floor string
+	}{{"12", "R525"}, {"13", "R580"}} {
+		t.Run(c.major, func(t *testing.T) {
+			t.Setenv(EnvLibrary, cudatest.BuildMockCUBLAS(t, "MOCK_CUBLAS_MAJOR="+c.major, "MOCK_CREATE_NOT_INITIALIZED"))
+			lib, err := Load(LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = dev.Do(func(*cuda.Ctx) error { _, err := lib.NewHandle(); return err })
+			check(t, err, "cublasCreate_v2", c.floor, "cuBLAS "+c.major+".3.4 needs a driver for CUDA "+c.major)
+
+			t.Setenv(EnvLtLibrary, cudatest.BuildMockCUBLASLt(t, "MOCK_CUBLASLT_VERSION="+c.major+"0002", "MOCK_CREATE_NOT_INITIALIZED"))
+			lt, err := LoadLt(LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = dev.Do(func(*cuda.Ctx) error { _, err := lt.NewHandle(); return err })
+			check(t, err, "cublasLtCreate", c.floor)
+		})
+	}
 }

@@ -31,7 +31,9 @@ var (
 // cublas.Load through GOTRAIN_LIBCUBLAS. Each define is NAME or NAME=VALUE
 // as for gcc -D: MOCK_CUBLAS_MAJOR/MINOR/PATCH set the version it reports
 // (default 12.3.4), MOCK_NO_STATUS_STRING leaves out the status-string
-// calls. It skips the test only if gcc is missing.
+// calls, MOCK_CREATE_NOT_INITIALIZED makes cublasCreate_v2 fail as on a
+// machine without a usable GPU or driver. It skips the test only if gcc
+// is missing.
 func BuildMockCUBLAS(t testing.TB, defines ...string) string {
 	t.Helper()
 	return buildMock(t, "libcublas.so.12", mockCUBLASSource, defines, "-lm")
@@ -40,7 +42,8 @@ func BuildMockCUBLAS(t testing.TB, defines ...string) string {
 // BuildMockCUBLASLt compiles the mock cuBLASLt (testdata/mock_cublaslt.c)
 // as libcublasLt.so.12, for cublas.Load through GOTRAIN_LIBCUBLASLT.
 // Defines: MOCK_CUBLASLT_VERSION (default 120304), MOCK_LT_NO_ALGO (the
-// heuristic finds no algorithm). It skips the test only if gcc is missing.
+// heuristic finds no algorithm), MOCK_CREATE_NOT_INITIALIZED (as for
+// cuBLAS). It skips the test only if gcc is missing.
 // With EnvCUBLASLtTrace set, the mock traces its descriptor creations,
 // heuristic queries and matmuls to that file.
 func BuildMockCUBLASLt(t testing.TB, defines ...string) string {
