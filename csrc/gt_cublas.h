@@ -138,6 +138,13 @@ typedef struct {
 	int reserved[4];
 } gt_cublasLtMatmulHeuristicResult_t;
 
+/* cuBLASLt fills these by the layout of its own header (unchanged from
+ * 11.x to 13.0); a size that differs would corrupt the heuristic result. */
+_Static_assert(sizeof(gt_cublasLtMatmulAlgo_t) == 64, "cublasLtMatmulAlgo_t is uint64_t[8]");
+_Static_assert(offsetof(gt_cublasLtMatmulHeuristicResult_t, workspaceSize) == 64 &&
+                   sizeof(gt_cublasLtMatmulHeuristicResult_t) == 96,
+               "cublasLtMatmulHeuristicResult_t layout (LP64)");
+
 /* ---- cuBLAS function pointer types ------------------------------------ */
 
 typedef gt_cublasStatus_t (*gt_cublasCreate_fn)(gt_cublasHandle_t *handle);

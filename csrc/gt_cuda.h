@@ -5,7 +5,12 @@
  * function pointer directly.
  *
  * Symbols are always the versioned ones (cuMemAlloc_v2, ...): libcuda still
- * exports the unversioned names with 32-bit sizes and pointers.
+ * exports the unversioned names with 32-bit sizes and pointers. Every name,
+ * prototype and value here is the same in the CUDA 12.x and 13.0 headers,
+ * except that 13.0 declares only cuEventElapsedTime_v2 (12.8+), which the
+ * Go side resolves first and falls back from. A _vN suffix is not always a
+ * newer version of the same call: 13.0's cuCtxSynchronize_v2 and
+ * cuCtxGetDevice_v2 take a context argument the unversioned calls lack.
  *
  * Handles (CUcontext, CUstream, CUevent, CUmodule, CUfunction) cross the
  * trampolines as uintptr_t and are cast back here, so Go code keeps them as
@@ -32,6 +37,9 @@ typedef struct CUevent_st *CUevent;
 typedef int CUdevice_attribute;
 typedef int CUfunction_attribute;
 typedef int CUjit_option;
+
+/* Device pointers cross to Go as 64-bit integers. */
+_Static_assert(sizeof(CUdeviceptr) == 8, "CUdeviceptr is 64-bit (CUdeviceptr_v2)");
 
 /* CUresult values gotrain names (cuda.h). */
 #define CUDA_SUCCESS 0

@@ -64,16 +64,28 @@ enum {
 /* NCCL_API_MAGIC, checked by ncclCommInitRankConfig. */
 #define GT_NCCL_CONFIG_MAGIC 0xcafebeefu
 
-/* The leading fields of ncclConfig_t, which NCCL has kept since 2.14.
- * NCCL copies min(size, its own sizeof) bytes and resets every field newer
- * than `version` to its default, so this short prefix is a valid config
- * for every release that has the call. */
+/* The leading fields of ncclConfig_t, which NCCL has kept since 2.14
+ * (ncclConfig_v22800 of 2.28 still starts with them). NCCL copies
+ * min(size, its own sizeof) bytes over a default config and resets every
+ * field newer than `version` to its default, so this short prefix is a
+ * valid config for every release that has the call. */
 typedef struct {
 	size_t size;
 	unsigned int magic;
 	unsigned int version;
 	int blocking;
 } gt_ncclConfig_t;
+
+/* The bytes of gt_ncclConfig_t that are NCCL's fields. sizeof adds 4 bytes
+ * of tail padding, which NCCL would read as its next field
+ * (cgaClusterSize); a size that stops at `blocking` leaves that field at
+ * NCCL's default whatever `version` says. */
+#define GT_NCCL_CONFIG_BYTES (offsetof(gt_ncclConfig_t, blocking) + sizeof(int))
+
+_Static_assert(sizeof(gt_ncclUniqueId) == 128, "ncclUniqueId is NCCL_UNIQUE_ID_BYTES");
+_Static_assert(offsetof(gt_ncclConfig_t, magic) == 8 && offsetof(gt_ncclConfig_t, version) == 12 &&
+                   offsetof(gt_ncclConfig_t, blocking) == 16,
+               "ncclConfig_t's leading fields, as in nccl.h 2.14 through 2.28");
 
 typedef gt_ncclResult_t (*gt_ncclGetVersion_fn)(int *version);
 typedef gt_ncclResult_t (*gt_ncclGetUniqueId_fn)(gt_ncclUniqueId *id);
@@ -207,7 +219,7 @@ static inline gt_ncclResult_t gt_nccl_comm_init_rank_config(const gt_nccl_fns *f
 	gt_ncclConfig_t cfg;
 	gt_ncclComm_t c = NULL;
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.size = sizeof(cfg);
+	cfg.size = GT_NCCL_CONFIG_BYTES;
 	cfg.magic = GT_NCCL_CONFIG_MAGIC;
 	cfg.version = 21400;
 	cfg.blocking = blocking;

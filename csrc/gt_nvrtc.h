@@ -14,7 +14,9 @@
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
 
-/* nvrtcResult values (nvrtc.h); 13.0 appends 12-17. */
+/* nvrtcResult values (nvrtc.h). Later releases append codes: 12.x added
+ * 12-16 and 13.0 adds 17 (NVRTC_ERROR_TIME_TRACE_FILE_WRITE_FAILED). Those
+ * need no declaration: every code is named by nvrtcGetErrorString. */
 #define NVRTC_SUCCESS 0
 #define NVRTC_ERROR_OUT_OF_MEMORY 1
 #define NVRTC_ERROR_PROGRAM_CREATION_FAILURE 2
@@ -65,7 +67,9 @@ typedef struct {
  * PTX was asked for) and log. *prog stays valid for gt_nvrtc_fetch and
  * gt_nvrtc_destroy even when compilation failed, so the log can be read.
  * *stage says how far it got: 0 create, 1 compile, 2 output sizes.
- * getCUBINSize may be NULL (an NVRTC without CUBIN output). */
+ * getPTXSize is NULL for a CUBIN build and getCUBINSize for a PTX build
+ * (or an NVRTC without CUBIN output): a build asks only for the output it
+ * uses, so it never depends on NVRTC keeping the other one. */
 static inline nvrtcResult gt_nvrtc_compile(void *create, void *compile, void *getPTXSize, void *getCUBINSize,
                                            void *getLogSize, nvrtcProgram *prog, const char *src, const char *name,
                                            int nopts, const char *const *opts, gt_nvrtc_sizes *sizes,
@@ -85,9 +89,12 @@ static inline nvrtcResult gt_nvrtc_compile(void *create, void *compile, void *ge
 		return cr;
 	}
 	*stage = 2;
-	r = ((gt_nvrtcGetSize_fn)getPTXSize)(*prog, &sizes->ptx);
-	if (r != NVRTC_SUCCESS) {
-		return r;
+	r = NVRTC_SUCCESS;
+	if (getPTXSize != NULL) {
+		r = ((gt_nvrtcGetSize_fn)getPTXSize)(*prog, &sizes->ptx);
+		if (r != NVRTC_SUCCESS) {
+			return r;
+		}
 	}
 	if (getCUBINSize != NULL) {
 		r = ((gt_nvrtcGetSize_fn)getCUBINSize)(*prog, &sizes->cubin);

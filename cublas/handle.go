@@ -27,7 +27,7 @@ type Handle struct {
 func (l *Library) NewHandle() (*Handle, error) {
 	h := &Handle{lib: l}
 	if err := l.err(C.gt_cublas_create(&l.fns, &h.h), "cublasCreate_v2"); err != nil {
-		return nil, err
+		return nil, withDriverHint(err, l.version)
 	}
 	return h, nil
 }

@@ -134,7 +134,7 @@ type ltPlan struct {
 func (l *LtLibrary) NewHandle() (*LtHandle, error) {
 	h := &LtHandle{lib: l, plans: make(map[ltKey]*ltPlan)}
 	if err := l.err(C.gt_cublaslt_create(&l.fns, &h.h), "cublasLtCreate"); err != nil {
-		return nil, err
+		return nil, withDriverHint(err, l.Version())
 	}
 	return h, nil
 }

@@ -95,6 +95,9 @@ func TestLoadReportsMissingSymbols(t *testing.T) {
 			t.Errorf("error does not list missing %s: %v", sym, err)
 		}
 	}
+	if !strings.Contains(err.Error(), "a driver for CUDA 9.0") {
+		t.Errorf("error does not give the CUDA release the driver reports: %v", err)
+	}
 	if strings.Contains(err.Error(), "cuInit,") {
 		t.Errorf("error lists cuInit, which is present: %v", err)
 	}

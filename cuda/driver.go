@@ -125,15 +125,10 @@ func Load(opts Options) (*Driver, error) {
 			missing = append(missing, e.name)
 		}
 	}
-	// cuEventElapsedTime_v2 is 12.8+; the plain name has the same prototype.
-	if p := lookup(lib, "cuEventElapsedTime_v2"); p != nil {
-		d.sym.eventElapsedTime = p
-	} else if d.sym.eventElapsedTime = lookup(lib, "cuEventElapsedTime"); d.sym.eventElapsedTime == nil {
-		missing = append(missing, "cuEventElapsedTime")
-	}
+	missing = append(missing, d.sym.resolveAlternates(lib)...)
 	C.free(unsafe.Pointer(lib))
 	if len(missing) > 0 {
-		return nil, notAvailable(names, source, fmt.Sprintf("%s lacks %s (driver too old?)", d.path, strings.Join(missing, ", ")))
+		return nil, notAvailable(names, source, d.missingDetail(missing))
 	}
 
 	var v C.int

@@ -51,7 +51,8 @@ func (c *Compiler) PTXArch(arch SM) (SM, error) {
 		}
 	}
 	if best == 0 {
-		return 0, fmt.Errorf("NVRTC %s supports %v, nothing for %s or older", c.nvrtc.VersionString(), c.nvrtc.archs, arch)
+		return 0, fmt.Errorf("NVRTC %s supports %v, nothing for %s or older%s", c.nvrtc.VersionString(), c.nvrtc.archs, arch,
+			tooOldHint(c.nvrtc.major, arch))
 	}
 	return best, nil
 }

@@ -28,8 +28,9 @@ func (c *Compiler) Load(dev *cuda.Device, src, name string, opts ...string) (*Mo
 	if err == nil {
 		return &Module{dev: dev, mod: mod, img: img}, nil
 	}
+	hint := newerThanDriverHint(c.nvrtc.major, dev.Driver().Version())
 	if img.Kind != CUBIN {
-		return nil, fmt.Errorf("kernels: load %s (%s %s) on device %d: %w", name, img.Kind, img.Arch, dev.Info().Ordinal, err)
+		return nil, fmt.Errorf("kernels: load %s (%s %s) on device %d: %w%s", name, img.Kind, img.Arch, dev.Info().Ordinal, err, hint)
 	}
 	cubinErr := err
 	ptxArch, err := c.PTXArch(arch)
@@ -42,7 +43,7 @@ func (c *Compiler) Load(dev *cuda.Device, src, name string, opts ...string) (*Mo
 	}
 	mod, err = dev.LoadModule(ptx.Data)
 	if err != nil {
-		return nil, fmt.Errorf("kernels: load %s on device %d: CUBIN: %v; PTX %s: %w", name, dev.Info().Ordinal, cubinErr, ptxArch, err)
+		return nil, fmt.Errorf("kernels: load %s on device %d: CUBIN: %v; PTX %s: %w%s", name, dev.Info().Ordinal, cubinErr, ptxArch, err, hint)
 	}
 	return &Module{dev: dev, mod: mod, img: ptx}, nil
 }

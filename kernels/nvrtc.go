@@ -250,11 +250,13 @@ func (n *NVRTC) Compile(src, name string, arch SM, kind Kind, extra ...string) (
 	var prog C.nvrtcProgram
 	var sizes C.gt_nvrtc_sizes
 	var stage C.int
-	cubinSize := n.getCUBINSize
+	ptxSize, cubinSize := n.getPTXSize, n.getCUBINSize
 	if kind == PTX {
 		cubinSize = nil
+	} else {
+		ptxSize = nil
 	}
-	r := C.gt_nvrtc_compile(n.create, n.compile, n.getPTXSize, cubinSize, n.getLogSize, &prog, csrc, cname,
+	r := C.gt_nvrtc_compile(n.create, n.compile, ptxSize, cubinSize, n.getLogSize, &prog, csrc, cname,
 		C.int(len(copts)), &copts[0], &sizes, &stage)
 	defer C.gt_nvrtc_destroy(n.destroy, &prog)
 	log := ""

@@ -3,7 +3,8 @@
 // symbols gotrain uses, on the CPU (testdata/mock_cuda.c says exactly what
 // it does and checks). Device pointers it hands out are host pointers from
 // malloc, so the mock cuBLAS, cuBLASLt and NCCL it also builds
-// (BuildMockCUBLAS, BuildMockCUBLASLt, BuildMockNCCL) compute on them.
+// (BuildMockCUBLAS, BuildMockCUBLASLt, BuildMockNCCL) compute on them. Its
+// mock NVRTC (BuildMockNVRTC) writes PTX the mock driver runs.
 //
 // It is a non-test package so that every package's tests can use it; it
 // is never imported by production code.
@@ -25,7 +26,8 @@ const EnvDevices = "GOTRAIN_MOCK_CUDA_DEVICES"
 // cuInit, so tests can run a device out of memory.
 const EnvMemory = "GOTRAIN_MOCK_CUDA_MEMORY"
 
-// MockDriverVersion is what the mock's cuDriverGetVersion reports (12.4).
+// MockDriverVersion is what the mock's cuDriverGetVersion reports (12.4)
+// unless built with MOCK_CUDA_DRIVER_VERSION.
 const MockDriverVersion = 12040
 
 // Kernels the mock can run, found by name in a loaded PTX module's
@@ -75,11 +77,15 @@ func hex2(v int) string {
 // BuildMockDriver compiles the mock driver into a temporary directory of t
 // as libcuda.so.1 and returns its path, to be given to cuda.Load as
 // Options.Library or through GOTRAIN_LIBCUDA. Each call builds a separate
-// file, so each is a separate driver instance with its own state. It
-// skips the test only if gcc is missing.
-func BuildMockDriver(t testing.TB) string {
+// file, so each is a separate driver instance with its own state. Each
+// define is NAME or NAME=VALUE as for gcc -D: MOCK_CUDA_DRIVER_VERSION=N
+// makes it a driver for that CUDA release (default MockDriverVersion),
+// with the symbols that release adds; MOCK_CUDA13_NAMES_ONLY leaves out
+// the names the CUDA 13.0 header dropped (testdata/mock_cuda.c lists
+// them). It skips the test only if gcc is missing.
+func BuildMockDriver(t testing.TB, defines ...string) string {
 	t.Helper()
-	return BuildMockLibrary(t, "libcuda.so.1", mockSource)
+	return buildMock(t, "libcuda.so.1", mockSource, defines, "-lpthread", "-lm")
 }
 
 // BuildMockLibrary compiles C source into a shared library named name in a

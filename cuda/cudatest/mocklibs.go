@@ -22,6 +22,8 @@ var (
 	mockCountersHeader []byte
 	//go:embed testdata/mock_nccl.c
 	mockNCCLSource []byte
+	//go:embed testdata/mock_nvrtc.c
+	mockNVRTCSource []byte
 )
 
 // BuildMockCUBLAS compiles the mock cuBLAS (testdata/mock_cublas.c) into a
@@ -29,7 +31,9 @@ var (
 // cublas.Load through GOTRAIN_LIBCUBLAS. Each define is NAME or NAME=VALUE
 // as for gcc -D: MOCK_CUBLAS_MAJOR/MINOR/PATCH set the version it reports
 // (default 12.3.4), MOCK_NO_STATUS_STRING leaves out the status-string
-// calls. It skips the test only if gcc is missing.
+// calls, MOCK_CREATE_NOT_INITIALIZED makes cublasCreate_v2 fail as on a
+// machine without a usable GPU or driver. It skips the test only if gcc
+// is missing.
 func BuildMockCUBLAS(t testing.TB, defines ...string) string {
 	t.Helper()
 	return buildMock(t, "libcublas.so.12", mockCUBLASSource, defines, "-lm")
@@ -38,7 +42,8 @@ func BuildMockCUBLAS(t testing.TB, defines ...string) string {
 // BuildMockCUBLASLt compiles the mock cuBLASLt (testdata/mock_cublaslt.c)
 // as libcublasLt.so.12, for cublas.Load through GOTRAIN_LIBCUBLASLT.
 // Defines: MOCK_CUBLASLT_VERSION (default 120304), MOCK_LT_NO_ALGO (the
-// heuristic finds no algorithm). It skips the test only if gcc is missing.
+// heuristic finds no algorithm), MOCK_CREATE_NOT_INITIALIZED (as for
+// cuBLAS). It skips the test only if gcc is missing.
 // With EnvCUBLASLtTrace set, the mock traces its descriptor creations,
 // heuristic queries and matmuls to that file.
 func BuildMockCUBLASLt(t testing.TB, defines ...string) string {
@@ -60,6 +65,31 @@ const EnvCUBLASLtTrace = "GOTRAIN_MOCK_CUBLASLT_TRACE"
 func BuildMockNCCL(t testing.TB, defines ...string) string {
 	t.Helper()
 	return buildMock(t, "libnccl.so.2", mockNCCLSource, defines, "-lpthread", "-lm")
+}
+
+// The architectures NVRTC releases support, as nvrtcGetSupportedArchs
+// lists them, for BuildMockNVRTC's MOCK_NVRTC_ARCHS.
+const (
+	// NVRTC124Archs is CUDA 12.4's list (the mock's default).
+	NVRTC124Archs = "50,52,53,60,61,62,70,72,75,80,86,87,89,90"
+	// NVRTC129Archs adds the Blackwell family, with Thor as sm_101.
+	NVRTC129Archs = "50,52,53,60,61,62,70,72,75,80,86,87,89,90,100,101,103,120,121"
+	// NVRTC130Archs drops Maxwell, Pascal and Volta (sm_50 to sm_72),
+	// names Thor sm_110 instead of sm_101 and adds sm_88.
+	NVRTC130Archs = "75,80,86,87,88,89,90,100,103,110,120,121"
+)
+
+// BuildMockNVRTC compiles the mock NVRTC (testdata/mock_nvrtc.c) as
+// libnvrtc.so.12, for kernels.LoadNVRTC through NVRTCOptions.Library or
+// GOTRAIN_LIBNVRTC. It "compiles" to PTX the mock driver can load and run
+// by kernel name, and refuses a target its release does not support.
+// Defines: MOCK_NVRTC_MAJOR/MINOR=N (default 12.4), MOCK_NVRTC_ARCHS=list
+// (one of the NVRTC*Archs lists; default NVRTC124Archs) and
+// MOCK_NVRTC_NO_PTX_FOR_SM (an sm_XX compilation keeps no PTX). It skips
+// the test only if gcc is missing.
+func BuildMockNVRTC(t testing.TB, defines ...string) string {
+	t.Helper()
+	return buildMock(t, "libnvrtc.so.12", mockNVRTCSource, defines)
 }
 
 // buildMock writes source and the shared headers next to each other in a

@@ -24,7 +24,10 @@
  * Build options: -DMOCK_CUBLAS_MAJOR/MINOR/PATCH (default 12.3.4), the
  * version cublasGetProperty and cublasGetVersion_v2 report;
  * -DMOCK_NO_STATUS_STRING leaves out cublasGetStatusString and
- * cublasGetStatusName, as in cuBLAS before 11.4.2.
+ * cublasGetStatusName, as in cuBLAS before 11.4.2;
+ * -DMOCK_CREATE_NOT_INITIALIZED makes cublasCreate_v2 fail with
+ * CUBLAS_STATUS_NOT_INITIALIZED, as the real one does without a usable GPU
+ * or with a driver older than its CUDA release.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -71,6 +74,9 @@ EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
 	if (h == NULL) {
 		return CUBLAS_STATUS_INVALID_VALUE;
 	}
+#ifdef MOCK_CREATE_NOT_INITIALIZED
+	return CUBLAS_STATUS_NOT_INITIALIZED;
+#endif
 	*h = calloc(1, sizeof(**h));
 	return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }

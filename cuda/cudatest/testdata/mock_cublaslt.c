@@ -30,7 +30,10 @@
  * "heuristic", "matmul EPILOGUE") to it, so tests can count them.
  *
  * -DMOCK_LT_NO_ALGO makes the heuristic find no algorithm, as the real one
- * does for a product it has no kernel for.
+ * does for a product it has no kernel for. -DMOCK_CREATE_NOT_INITIALIZED
+ * makes cublasLtCreate fail with CUBLAS_STATUS_NOT_INITIALIZED, as the
+ * real one does without a usable GPU or with a driver older than its
+ * CUDA release.
  */
 #include <math.h>
 #include <stdint.h>
@@ -131,6 +134,9 @@ EXPORT int cublasLtCreate(struct lt_handle **h) {
 	if (h == NULL) {
 		return ST_INVALID_VALUE;
 	}
+#ifdef MOCK_CREATE_NOT_INITIALIZED
+	return ST_NOT_INITIALIZED;
+#endif
 	*h = calloc(1, sizeof(**h));
 	(*h)->magic = 1;
 	return ST_OK;

@@ -15,7 +15,10 @@
  *   waited for by cuStreamWaitEvent before any cuEventRecord of it orders
  *   nothing in the driver, so the mock counts such waits as a bug to find
  *   (MOCK_CNT_WAIT_UNRECORDED), with records, waits and stream polls.
- * - Modules are PTX text. cuModuleGetFunction finds ".entry NAME" in it;
+ * - Modules are PTX text, of a PTX ISA major the driver's CUDA release
+ *   reads (CUDA_ERROR_UNSUPPORTED_PTX_VERSION otherwise, as for 9.x PTX
+ *   from NVRTC 13 on a CUDA 12 driver). cuModuleGetFunction finds
+ *   ".entry NAME" in it;
  *   launching runs a CPU version of the few test kernels listed in
  *   `kernels` below, over the launch's real grid and block.
  * - With GOTRAIN_MOCK_CUDA_EMU naming a kernel emulation library (package
@@ -26,6 +29,17 @@
  *   on stderr.
  * - The unversioned legacy names (cuMemAlloc, ...) exist, as in libcuda,
  *   but fail with CUDA_ERROR_NOT_SUPPORTED, so dlsym'ing them is caught.
+ *
+ * Build options (cudatest.BuildMockDriver's defines):
+ *   -DMOCK_CUDA_DRIVER_VERSION=N  what cuDriverGetVersion reports (default
+ *                                 12040). From 12080 on the mock also
+ *                                 exports cuEventElapsedTime_v2, and its
+ *                                 plain cuEventElapsedTime then fails with
+ *                                 CUDA_ERROR_NOT_SUPPORTED, so binding the
+ *                                 older name where the newer exists is caught.
+ *   -DMOCK_CUDA13_NAMES_ONLY      leave out the names the CUDA 13.0 header
+ *                                 no longer declares (cuEventElapsedTime),
+ *                                 as a driver that dropped them would.
  *
  * GOTRAIN_MOCK_CUDA_DEVICES sets the device count at cuInit (default 2;
  * 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE). Even ordinals are sm_80
@@ -47,6 +61,10 @@
 
 #include "mock_counters.h"
 
+#ifndef MOCK_CUDA_DRIVER_VERSION
+#define MOCK_CUDA_DRIVER_VERSION 12040
+#endif
+
 typedef int CUresult;
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
@@ -62,6 +80,7 @@ enum {
 	E_INVALID_CONTEXT = 201,
 	E_NO_BINARY_FOR_GPU = 209,
 	E_INVALID_PTX = 218,
+	E_UNSUPPORTED_PTX_VERSION = 222,
 	E_INVALID_HANDLE = 400,
 	E_NOT_FOUND = 500,
 	E_ILLEGAL_ADDRESS = 700,
@@ -212,7 +231,7 @@ CUresult cuDriverGetVersion(int *v) {
 	if (v == NULL) {
 		return E_INVALID_VALUE;
 	}
-	*v = 12040;
+	*v = MOCK_CUDA_DRIVER_VERSION;
 	return OK;
 }
 
@@ -230,6 +249,8 @@ static const struct {
 	{E_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
 	{E_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
 	{E_INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+	{E_UNSUPPORTED_PTX_VERSION, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+	 "the provided PTX was compiled with an unsupported toolchain."},
 	{E_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
 	{E_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 	{E_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
@@ -664,8 +685,9 @@ CUresult cuEventDestroy_v2(void *e) {
 	return OK;
 }
 
-/* Only the plain name, as drivers before 12.8 export. */
-CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
+/* The time between two recorded timing events, behind whichever names
+ * this build exports. */
+__attribute__((unused)) static CUresult elapsed_time(float *ms, void *start, void *end) {
 	CUresult r = check_event(start);
 	if (r == OK) {
 		r = check_event(end);
@@ -681,6 +703,21 @@ CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
 	*ms = (float)d;
 	return OK;
 }
+
+#if MOCK_CUDA_DRIVER_VERSION >= 12080
+CUresult cuEventElapsedTime_v2(float *ms, void *start, void *end) { return elapsed_time(ms, start, end); }
+#endif
+
+#ifndef MOCK_CUDA13_NAMES_ONLY
+CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
+#if MOCK_CUDA_DRIVER_VERSION >= 12080
+	(void)ms, (void)start, (void)end;
+	return E_NOT_SUPPORTED;
+#else
+	return elapsed_time(ms, start, end);
+#endif
+}
+#endif
 
 /* ---- copies and memset ---------------------------------------------------- */
 
@@ -943,6 +980,16 @@ CUresult cuModuleLoadDataEx(void **pm, const void *image, unsigned int n, int *o
 	if (strstr(text, ".version") == NULL || strstr(text, ".target") == NULL) {
 		jit_log(n, opts, vals, "ptxas application ptx input, line 1; fatal   : missing .version/.target directive");
 		return E_INVALID_PTX;
+	}
+	/* The PTX ISA major of CUDA N is N-4 (8.x for 12, 9.x for 13); a driver
+	 * JITs no PTX of a later major. Within a major the mock is lenient. */
+	const char *v = strstr(text, ".version ");
+	if (v != NULL && atoi(v + strlen(".version ")) > MOCK_CUDA_DRIVER_VERSION / 1000 - 4) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "ptxas application ptx input, line 1; fatal   : Unsupported .version %.4s; current version is '%d.x'",
+		         v + strlen(".version "), MOCK_CUDA_DRIVER_VERSION / 1000 - 4);
+		jit_log(n, opts, vals, msg);
+		return E_UNSUPPORTED_PTX_VERSION;
 	}
 	const char *t = strstr(text, ".target sm_");
 	if (t != NULL) {
