@@ -111,6 +111,9 @@ fi
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+# Run inside a checkout, the logs stay out of git status (and out of what
+# is copied along with the tree).
+[ -e "$OUT/.gitignore" ] || echo '*' >"$OUT/.gitignore"
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 
