@@ -140,7 +140,7 @@ python_candidates() {
 	for p in python3 python; do command -v "$p" || true; done
 	local home=${HOME:-/nonexistent}
 	for p in "${VIRTUAL_ENV:-}" "${CONDA_PREFIX:-}" "$repo/.venv" "$repo/venv" "$home/.venv" "$home/venv" \
-		/opt/venv /venv /opt/conda "$home"/*/ /opt/*/ /usr; do
+		/opt/venv /venv /workspace/.venv /workspace/venv /opt/conda "$home"/*/ /opt/*/ /usr; do
 		p=${p%/}
 		[ -n "$p" ] && [ -x "$p/bin/python3" ] && echo "$p/bin/python3"
 	done
@@ -157,11 +157,12 @@ find_python() {
 			return 0
 		fi
 		# Enough places tried: the search must stay a small part of the budget.
-		[ "${#py_tried[@]}" -lt 8 ] || return 0
+		[ "${#py_tried[@]}" -lt 12 ] || return 0
 	done < <(python_candidates)
 	return 0
 }
-if selected torch-gpt2 || selected torch-qwen3; then find_python; fi
+# Also with --only and no torch step: the virtualenv below matters to gotrain.
+find_python
 
 # gotrain looks for the CUDA libraries of pip wheels in $VIRTUAL_ENV and in
 # the site-packages of python3 on PATH. When the python that has torch (and
@@ -187,7 +188,7 @@ if ((dry_run)); then
  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 1024,
  "tie_word_embeddings": true, "max_position_embeddings": 256, "rope_theta": 1000000, "rms_norm_eps": 1e-6}
 EOF
-	gpt2=gpt2-tiny gpt2_shape=(2 64) qwen3_shape=(2 64) bench_steps=2 torch_steps=(--steps 2 --warmup 1)
+	gpt2=gpt2-tiny gpt2_shape=(2 64 1) qwen3_shape=(2 64 1) warmup=1
 	train_model=$qwen3 train_seq=64 e2e_steps=2
 	doctor_args=(--seconds 0.2)
 	selftest_args=(--device cpu --gemm-size 256 --collective-mib 1)
@@ -195,7 +196,8 @@ EOF
 else
 	device=cuda
 	qwen3="qwen3-0.6b"
-	gpt2=gpt2 gpt2_shape=(8 1024) qwen3_shape=(4 4096) bench_steps=10 torch_steps=(--steps 10 --warmup 2)
+	# B, T and timed steps: Qwen3's step is about 15 times GPT-2's.
+	gpt2=gpt2 gpt2_shape=(8 1024 10) qwen3_shape=(4 4096 5) warmup=2
 	train_model=gpt2 train_seq=1024 e2e_steps=5
 	doctor_args=()
 	selftest_args=()
@@ -284,6 +286,7 @@ record() {
 	note=$(printf '%s' "$note" | note_escape)
 	rows+=("| $1 | $req | $status | $3 | $note |")
 	printf '%-12s %-7s %6ss  %s\n' "$1" "$status" "$3" "$note"
+	write_summary partial || true
 }
 
 # ---- checks: each reads a step's log (after exit 0 unless it says so) ------------
@@ -403,42 +406,6 @@ skip_torch() {
 	record "$name" 0 0 "$log"
 }
 
-# ---- the run -----------------------------------------------------------------
-mode="GPU (--device cuda)"
-((dry_run)) && mode="dry run (--device cpu, tiny shapes)"
-echo "gpu-check: $mode; gotrain $gotrain; output $OUT"
-[ -n "$venv_note" ] && echo "gpu-check: $venv_note"
-printf '%-12s %-7s %7s  %s\n' step status seconds result
-
-run_step doctor 20 1 check_doctor "$gotrain" doctor "${doctor_args[@]}"
-run_step selftest 110 1 check_selftest "$gotrain" doctor --selftest "${selftest_args[@]}"
-run_step e2e 40 1 check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps"
-run_step e2e-bf16 40 1 check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps" --dtype bf16
-run_step bench-gpt2 45 1 check_bench_gpt2 "$gotrain" bench --device "$device" --model "$gpt2" \
-	--batch "${gpt2_shape[0]}" --seq-len "${gpt2_shape[1]}" --steps "$bench_steps" --dtype bf16
-run_step bench-qwen3 60 1 check_bench_qwen3 "$gotrain" bench --device "$device" --model "$qwen3" \
-	--batch "${qwen3_shape[0]}" --seq-len "${qwen3_shape[1]}" --steps "$bench_steps" --dtype bf16
-run_step zero3-train 45 1 check_train "$gotrain" launch --master_port 0 --nproc 1 train --config "$zero3_config" \
-	--model "$train_model" --data synthetic --seq-len "$train_seq" --max-steps "$zero3_steps" --device "$device" \
-	--output-dir "$scratch/zero3" --metrics-addr off
-run_step comm 20 1 check_comm "$gotrain" launch --master_port 0 --nproc 1 doctor --comm --device "$device" "${comm_args[@]}"
-if [ -n "$py" ]; then
-	run_step torch-gpt2 45 0 check_torch_gpt2 "$py" "$repo/scripts/bench_pytorch_gpu.py" --device "$device" \
-		--model "$gpt2" --batch "${gpt2_shape[0]}" --seq "${gpt2_shape[1]}" --dtype bf16 "${torch_steps[@]}"
-	run_step torch-qwen3 60 0 check_torch_qwen3 "$py" "$repo/scripts/bench_pytorch_gpu.py" --device "$device" \
-		--model "$qwen3" --batch "${qwen3_shape[0]}" --seq "${qwen3_shape[1]}" --dtype bf16 "${torch_steps[@]}"
-else
-	skip_torch torch-gpt2
-	skip_torch torch-qwen3
-fi
-# bench --dry-run runs nothing on a device: it prices the CUDA backend's
-# step, so it takes --device cuda in both modes.
-run_step cost-gpt2 15 1 check_cost_gpt2 "$gotrain" bench --dry-run --device cuda --gpu "$cost_gpu" --model "$gpt2" \
-	--batch "${gpt2_shape[0]}" --seq-len "${gpt2_shape[1]}" --dtype bf16
-run_step cost-qwen3 25 1 check_cost_qwen3 "$gotrain" bench --dry-run --device cuda --gpu "$cost_gpu" --model "$qwen3" \
-	--batch "${qwen3_shape[0]}" --seq-len "${qwen3_shape[1]}" --dtype bf16
-
-# ---- the summary ---------------------------------------------------------------
 # throughput_row KEY MODEL "B T": one row of the throughput table; — where
 # a step did not run or failed.
 throughput_row() {
@@ -452,45 +419,94 @@ throughput_row() {
 	echo "| $2 | ${3/ / × } | ${tps[$k]:-—} | ${mfu[$k]:-—} | ${bound[$k]:-—} | ${torch_tps[$k]:-—} | $tm | $r |"
 }
 
-{
-	echo "# gotrain GPU check: $mode"
-	echo
-	echo "$(date -u '+%Y-%m-%d %H:%M UTC') | $(timeout 10 "$gotrain" version 2>&1 | head -1 || true) | $(now_s)s of a ${budget}s budget"
-	if command -v nvidia-smi >/dev/null; then
-		echo "nvidia-smi: $(timeout 10 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2 | tr '\n' ' ' || true)"
-	fi
-	if [ -n "$py" ]; then echo "python: $py ($py_info)"; fi
-	if [ -n "$venv_note" ]; then echo "$venv_note"; fi
-	echo
-	echo "| step | required | status | seconds | result |"
-	echo "|---|---|---|---|---|"
-	printf '%s\n' "${rows[@]}"
-	echo
-	echo "Throughput, bf16 (gotrain bench against scripts/bench_pytorch_gpu.py; the bound is the cost model's for $cost_gpu):"
-	echo
-	echo "| model | B × T | gotrain tokens/s | gotrain MFU | cost model bound | PyTorch tokens/s | PyTorch MFU | gotrain ÷ PyTorch |"
-	echo "|---|---|---|---|---|---|---|---|"
-	throughput_row gpt2 "$gpt2" "${gpt2_shape[*]}"
-	throughput_row qwen3 "$(basename "$qwen3")" "${qwen3_shape[*]}"
-	echo
-	echo "Libraries and GPUs (gotrain doctor):"
-	echo
-	echo '```'
-	log=""
-	for f in "$OUT"/[0-9][0-9]-doctor.log; do [ -f "$f" ] && log=$f; done
-	if [ -n "$log" ]; then
-		sed -n '/^cuda driver/,$p' "$log" | grep -v '^exit status ' | cut -c1-300 | head -40 || true
-	else
-		echo "(doctor not run)"
-	fi
-	echo '```'
-	echo
-	if ((failed)); then
-		echo "$failed required step(s) failed: see the logs in $OUT."
-	else
-		echo "Every required step passed or was skipped."
-	fi
-} >"$OUT/summary.md"
+# write_summary final|partial: OUT/summary.md from the rows so far, after
+# every step, so that a run cut short still leaves one.
+write_summary() {
+	local log="" f
+	{
+		echo "# gotrain GPU check: $mode"
+		echo
+		echo "$(date -u '+%Y-%m-%d %H:%M UTC') | $version | $(now_s)s of a ${budget}s budget"
+		if [ -n "$smi" ]; then echo "nvidia-smi: $smi"; fi
+		if [ -n "$py" ]; then echo "python: $py ($py_info)"; fi
+		if [ -n "$venv_note" ]; then echo "$venv_note"; fi
+		echo
+		echo "| step | required | status | seconds | result |"
+		echo "|---|---|---|---|---|"
+		printf '%s\n' "${rows[@]}"
+		echo
+		echo "Throughput, bf16 (gotrain bench against scripts/bench_pytorch_gpu.py; the bound is the cost model's for $cost_gpu):"
+		echo
+		echo "| model | B × T | gotrain tokens/s | gotrain MFU | cost model bound | PyTorch tokens/s | PyTorch MFU | gotrain ÷ PyTorch |"
+		echo "|---|---|---|---|---|---|---|---|"
+		throughput_row gpt2 "$gpt2" "${gpt2_shape[0]} ${gpt2_shape[1]}"
+		throughput_row qwen3 "$(basename "$qwen3")" "${qwen3_shape[0]} ${qwen3_shape[1]}"
+		echo
+		echo "Libraries and GPUs (gotrain doctor):"
+		echo
+		echo '```'
+		for f in "$OUT"/[0-9][0-9]-doctor.log; do [ -f "$f" ] && log=$f; done
+		if [ -n "$log" ]; then
+			sed -n '/^cuda driver/,$p' "$log" | grep -v '^exit status ' | cut -c1-300 | head -40 || true
+		else
+			echo "(doctor not run)"
+		fi
+		echo '```'
+		echo
+		if [ "$1" != final ]; then
+			echo "In progress: $n_run step(s) so far (this file is rewritten after each)."
+		elif ((failed)); then
+			echo "$failed required step(s) failed: see the logs in $OUT."
+		else
+			echo "Every required step passed or was skipped."
+		fi
+	} >"$OUT/summary.md.tmp"
+	mv "$OUT/summary.md.tmp" "$OUT/summary.md"
+}
+
+# ---- the run -----------------------------------------------------------------
+version=$(timeout 10 "$gotrain" version 2>&1 | head -1 || true)
+smi=""
+if command -v nvidia-smi >/dev/null; then
+	smi=$(timeout 10 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2 | tr '\n' ' ' || true)
+fi
+mode="GPU (--device cuda)"
+((dry_run)) && mode="dry run (--device cpu, tiny shapes)"
+echo "gpu-check: $mode; gotrain $gotrain; output $OUT"
+[ -n "$venv_note" ] && echo "gpu-check: $venv_note"
+printf '%-12s %-7s %7s  %s\n' step status seconds result
+
+run_step doctor 20 1 check_doctor "$gotrain" doctor "${doctor_args[@]}"
+run_step selftest 110 1 check_selftest "$gotrain" doctor --selftest "${selftest_args[@]}"
+run_step e2e 40 1 check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps"
+run_step e2e-bf16 40 1 check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps" --dtype bf16
+run_step bench-gpt2 45 1 check_bench_gpt2 "$gotrain" bench --device "$device" --model "$gpt2" \
+	--batch "${gpt2_shape[0]}" --seq-len "${gpt2_shape[1]}" --steps "${gpt2_shape[2]}" --dtype bf16
+run_step bench-qwen3 60 1 check_bench_qwen3 "$gotrain" bench --device "$device" --model "$qwen3" \
+	--batch "${qwen3_shape[0]}" --seq-len "${qwen3_shape[1]}" --steps "${qwen3_shape[2]}" --dtype bf16
+run_step zero3-train 45 1 check_train "$gotrain" launch --master_port 0 --nproc 1 train --config "$zero3_config" \
+	--model "$train_model" --data synthetic --seq-len "$train_seq" --max-steps "$zero3_steps" --device "$device" \
+	--output-dir "$scratch/zero3" --metrics-addr off
+run_step comm 20 1 check_comm "$gotrain" launch --master_port 0 --nproc 1 doctor --comm --device "$device" "${comm_args[@]}"
+if [ -n "$py" ]; then
+	run_step torch-gpt2 45 0 check_torch_gpt2 "$py" "$repo/scripts/bench_pytorch_gpu.py" --device "$device" \
+		--model "$gpt2" --batch "${gpt2_shape[0]}" --seq "${gpt2_shape[1]}" --steps "${gpt2_shape[2]}" --warmup "$warmup" \
+		--dtype bf16
+	run_step torch-qwen3 60 0 check_torch_qwen3 "$py" "$repo/scripts/bench_pytorch_gpu.py" --device "$device" \
+		--model "$qwen3" --batch "${qwen3_shape[0]}" --seq "${qwen3_shape[1]}" --steps "${qwen3_shape[2]}" --warmup "$warmup" \
+		--dtype bf16
+else
+	skip_torch torch-gpt2
+	skip_torch torch-qwen3
+fi
+# bench --dry-run runs nothing on a device: it prices the CUDA backend's
+# step, so it takes --device cuda in both modes.
+run_step cost-gpt2 15 1 check_cost_gpt2 "$gotrain" bench --dry-run --device cuda --gpu "$cost_gpu" --model "$gpt2" \
+	--batch "${gpt2_shape[0]}" --seq-len "${gpt2_shape[1]}" --dtype bf16
+run_step cost-qwen3 25 1 check_cost_qwen3 "$gotrain" bench --dry-run --device cuda --gpu "$cost_gpu" --model "$qwen3" \
+	--batch "${qwen3_shape[0]}" --seq-len "${qwen3_shape[1]}" --dtype bf16
+
+write_summary final || echo "gpu-check: could not write $OUT/summary.md" >&2
 
 echo
 cat "$OUT/summary.md"

@@ -72,6 +72,13 @@ func TestGPUCheckScriptDryRun(t *testing.T) {
 		t.Fatalf("no summary.md (exit %d): %v\n%s", code, err, stdout)
 	}
 	t.Logf("exit %d\n%s", code, summary)
+	// bash's own complaints (an unbound variable, a missing function) mean
+	// a broken script even where every row looks right.
+	for _, line := range strings.Split(string(stdout), "\n") {
+		if strings.Contains(line, "gpu-check.sh: line ") {
+			t.Errorf("bash: %s", line)
+		}
+	}
 	rows := parseGPUCheckSummary(string(summary))
 
 	hasE2E := doctorHasFlag("e2e")
