@@ -57,20 +57,25 @@ budget=${GPU_CHECK_BUDGET:-540}
 # step shortens the last ones instead of overrunning.
 steps=(
 	"doctor 20 1"
-	"selftest 110 1"
-	"e2e 40 1"
-	"e2e-bf16 40 1"
+	"selftest 100 1"
+	"e2e 35 1"
+	"e2e-bf16 35 1"
 	"bench-gpt2 45 1"
 	"bench-qwen3 60 1"
 	"zero3-train 45 1"
 	"comm 20 1"
 	"torch-gpt2 45 0"
 	"torch-qwen3 60 0"
-	"cost-gpt2 15 1"
-	"cost-qwen3 25 1"
+	"cost-gpt2 20 1"
+	"cost-qwen3 40 1"
 )
 step_names=()
-for s in "${steps[@]}"; do step_names+=("${s%% *}"); done
+declare -A limit_of required_of
+for s in "${steps[@]}"; do
+	read -r n t r <<<"$s"
+	step_names+=("$n")
+	limit_of[$n]=$t required_of[$n]=$r
+done
 
 if ((list)); then
 	printf '%-12s %8s %s\n' step timeout required
@@ -224,21 +229,23 @@ note_escape() { tr '\n' ' ' | sed -e 's/|/\\|/g' -e 's/[[:space:]]*$//' | cut -c
 
 # error_note LOG: the line that says why a command failed: gotrain's own
 # error (the first, which a rank printed, not the launcher's "rank 0
-# exited"), else the last line the command wrote.
+# exited"), else the last line the command wrote (not the command line at
+# the top of the log nor the exit status under it).
 error_note() {
 	local l
-	l=$(sed '1d' "$1" | grep -E '^gotrain: ' | grep -vE 'rank [0-9]+ \(pid [0-9]+\) exited' | head -1 || true)
-	[ -n "$l" ] || l=$(sed '1d' "$1" | grep -v '^[[:space:]]*$' | tail -1 || true)
+	l=$(sed '1d;$d' "$1" | grep -E '^gotrain: ' | grep -vE 'rank [0-9]+ \(pid [0-9]+\) exited' | head -1 || true)
+	[ -n "$l" ] || l=$(sed '1d;$d' "$1" | grep -v '^[[:space:]]*$' | tail -1 || true)
 	printf '%s' "${l:-no output}"
 }
 
-# run_step NAME LIMIT REQUIRED CHECK CMD...: runs CMD under timeout into
-# the step's log and records a row. CHECK (a function) then reads the log
-# of a command that exited 0, and may set status and note.
+# run_step NAME CHECK CMD...: runs CMD under the step's timeout (the steps
+# table) into its log and records a row. CHECK (a function) then reads the
+# log, and may set status and note.
 status="" note=""
 run_step() {
-	local name=$1 limit=$2 required=$3 check=$4
-	shift 4
+	local name=$1 check=$2
+	local limit=${limit_of[$name]} required=${required_of[$name]}
+	shift 2
 	selected "$name" || return 0
 	n_run=$((n_run + 1))
 	local log
@@ -403,7 +410,7 @@ skip_torch() {
 		status=SKIP note="no python with torch (tried ${py_tried[*]:-none})"
 	fi
 	echo "$note" >"$log"
-	record "$name" 0 0 "$log"
+	record "$name" "${required_of[$name]}" 0 "$log"
 }
 
 # throughput_row KEY MODEL "B T": one row of the throughput table; — where
@@ -476,23 +483,23 @@ echo "gpu-check: $mode; gotrain $gotrain; output $OUT"
 [ -n "$venv_note" ] && echo "gpu-check: $venv_note"
 printf '%-12s %-7s %7s  %s\n' step status seconds result
 
-run_step doctor 20 1 check_doctor "$gotrain" doctor "${doctor_args[@]}"
-run_step selftest 110 1 check_selftest "$gotrain" doctor --selftest "${selftest_args[@]}"
-run_step e2e 40 1 check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps"
-run_step e2e-bf16 40 1 check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps" --dtype bf16
-run_step bench-gpt2 45 1 check_bench_gpt2 "$gotrain" bench --device "$device" --model "$gpt2" \
+run_step doctor check_doctor "$gotrain" doctor "${doctor_args[@]}"
+run_step selftest check_selftest "$gotrain" doctor --selftest "${selftest_args[@]}"
+run_step e2e check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps"
+run_step e2e-bf16 check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps" --dtype bf16
+run_step bench-gpt2 check_bench_gpt2 "$gotrain" bench --device "$device" --model "$gpt2" \
 	--batch "${gpt2_shape[0]}" --seq-len "${gpt2_shape[1]}" --steps "${gpt2_shape[2]}" --dtype bf16
-run_step bench-qwen3 60 1 check_bench_qwen3 "$gotrain" bench --device "$device" --model "$qwen3" \
+run_step bench-qwen3 check_bench_qwen3 "$gotrain" bench --device "$device" --model "$qwen3" \
 	--batch "${qwen3_shape[0]}" --seq-len "${qwen3_shape[1]}" --steps "${qwen3_shape[2]}" --dtype bf16
-run_step zero3-train 45 1 check_train "$gotrain" launch --master_port 0 --nproc 1 train --config "$zero3_config" \
+run_step zero3-train check_train "$gotrain" launch --master_port 0 --nproc 1 train --config "$zero3_config" \
 	--model "$train_model" --data synthetic --seq-len "$train_seq" --max-steps "$zero3_steps" --device "$device" \
 	--output-dir "$scratch/zero3" --metrics-addr off
-run_step comm 20 1 check_comm "$gotrain" launch --master_port 0 --nproc 1 doctor --comm --device "$device" "${comm_args[@]}"
+run_step comm check_comm "$gotrain" launch --master_port 0 --nproc 1 doctor --comm --device "$device" "${comm_args[@]}"
 if [ -n "$py" ]; then
-	run_step torch-gpt2 45 0 check_torch_gpt2 "$py" "$repo/scripts/bench_pytorch_gpu.py" --device "$device" \
+	run_step torch-gpt2 check_torch_gpt2 "$py" "$repo/scripts/bench_pytorch_gpu.py" --device "$device" \
 		--model "$gpt2" --batch "${gpt2_shape[0]}" --seq "${gpt2_shape[1]}" --steps "${gpt2_shape[2]}" --warmup "$warmup" \
 		--dtype bf16
-	run_step torch-qwen3 60 0 check_torch_qwen3 "$py" "$repo/scripts/bench_pytorch_gpu.py" --device "$device" \
+	run_step torch-qwen3 check_torch_qwen3 "$py" "$repo/scripts/bench_pytorch_gpu.py" --device "$device" \
 		--model "$qwen3" --batch "${qwen3_shape[0]}" --seq "${qwen3_shape[1]}" --steps "${qwen3_shape[2]}" --warmup "$warmup" \
 		--dtype bf16
 else
@@ -501,9 +508,9 @@ else
 fi
 # bench --dry-run runs nothing on a device: it prices the CUDA backend's
 # step, so it takes --device cuda in both modes.
-run_step cost-gpt2 15 1 check_cost_gpt2 "$gotrain" bench --dry-run --device cuda --gpu "$cost_gpu" --model "$gpt2" \
+run_step cost-gpt2 check_cost_gpt2 "$gotrain" bench --dry-run --device cuda --gpu "$cost_gpu" --model "$gpt2" \
 	--batch "${gpt2_shape[0]}" --seq-len "${gpt2_shape[1]}" --dtype bf16
-run_step cost-qwen3 25 1 check_cost_qwen3 "$gotrain" bench --dry-run --device cuda --gpu "$cost_gpu" --model "$qwen3" \
+run_step cost-qwen3 check_cost_qwen3 "$gotrain" bench --dry-run --device cuda --gpu "$cost_gpu" --model "$qwen3" \
 	--batch "${qwen3_shape[0]}" --seq-len "${qwen3_shape[1]}" --dtype bf16
 
 write_summary final || echo "gpu-check: could not write $OUT/summary.md" >&2
