@@ -454,7 +454,11 @@ write_summary() {
 		echo '```'
 		for f in "$OUT"/[0-9][0-9]-doctor.log; do [ -f "$f" ] && log=$f; done
 		if [ -n "$log" ]; then
-			sed -n '/^cuda driver/,$p' "$log" | grep -v '^exit status ' | cut -c1-300 | head -40 || true
+			# From the first library line on; the whole report where its
+			# lines are named otherwise.
+			f=$(sed -n '/^cuda driver/,$p' "$log")
+			[ -n "$f" ] || f=$(sed '1d' "$log")
+			printf '%s\n' "$f" | grep -v '^exit status ' | cut -c1-300 | head -40 || true
 		else
 			echo "(doctor not run)"
 		fi
