@@ -297,8 +297,6 @@ record() {
 }
 
 # ---- checks: each reads a step's log (after exit 0 unless it says so) ------------
-check_none() { :; }
-
 check_doctor() {
 	[ "$status" = PASS ] || return 0
 	local gpus
@@ -359,6 +357,9 @@ check_cost() {
 check_cost_gpt2() { check_cost "$1" "$2" gpt2; }
 check_cost_qwen3() { check_cost "$1" "$2" qwen3; }
 
+# result_field LINE KEY: the value of KEY=value in a RESULT line.
+result_field() { grep -oE "(^| )$2=[^ ]+" <<<"$1" | sed "s/^ *$2=//" || true; }
+
 # check_torch KEY: the RESULT line of bench_pytorch_gpu.py.
 check_torch() {
 	[ "$status" = PASS ] || return 0
@@ -368,13 +369,12 @@ check_torch() {
 		status=FAIL note="no RESULT line in the output"
 		return 0
 	fi
-	field() { grep -oE "(^| )$1=[^ ]+" <<<"$l" | sed "s/^ *$1=//" || true; }
-	torch_tps[$key]=$(field tokens_per_s)
-	torch_mfu[$key]=$(field mfu_pct)
-	torch_how[$key]="$(field impl), attention $(field attn)"
+	torch_tps[$key]=$(result_field "$l" tokens_per_s)
+	torch_mfu[$key]=$(result_field "$l" mfu_pct)
+	torch_how[$key]="$(result_field "$l" impl), attention $(result_field "$l" attn)"
 	local m=${torch_mfu[$key]}
 	[[ $m == *[0-9] ]] && m+=%
-	note="${torch_tps[$key]} tokens/s, MFU ${m:-n/a} (step $(field step_ms) ms; ${torch_how[$key]})"
+	note="${torch_tps[$key]} tokens/s, MFU ${m:-n/a} (step $(result_field "$l" step_ms) ms; ${torch_how[$key]})"
 }
 check_torch_gpt2() { check_torch "$1" "$2" gpt2; }
 check_torch_qwen3() { check_torch "$1" "$2" qwen3; }
