@@ -217,8 +217,8 @@ def build_torch_modules(torch):
 
     def init_weights(model):
         # transformers' _init_weights for both: N(0, 0.02), zero biases,
-        # unit norm gains (nn.Embedding's own N(0, 1) gives a tied head
-        # logits in the hundreds).
+        # unit norm gains. nn.Embedding's own N(0, 1) would put a tied
+        # head's logits, and the first loss, in the hundreds.
         for m in model.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=0.02)
