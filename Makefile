@@ -20,12 +20,12 @@ export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 DOCKER    ?= docker
 IMAGE     ?= gotrain:latest
 
-.PHONY: all build run test fuzz bench lint fmt clean help docker
+.PHONY: all build run test fuzz bench lint fmt clean help docker gpu-check
 
 all: build
 
 help: ## list targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 build: ## build bin/gotrain
 	$(GO) build -trimpath -o $(BIN) ./cmd/gotrain
@@ -75,6 +75,11 @@ lint: ## gofmt, go vet, and the cgo-confinement check of ARCHITECTURE.md §2
 
 fmt: ## gofmt -w
 	gofmt -w $$(git ls-files '*.go')
+
+# No build dependency: a GPU host often has the copied tree and bin/gotrain
+# but no Go. GOTRAIN, PYTHON and OUT pass through to the script.
+gpu-check: ## on a GPU host: doctor, selftest, e2e, bench against the cost model and PyTorch, ZeRO-3, NCCL; summary in gpu-check-out/ (DRY_RUN=1: the same on the CPU with tiny shapes)
+	GOTRAIN=$${GOTRAIN:-$(BIN)} scripts/gpu-check.sh $(if $(DRY_RUN),--dry-run)
 
 docker: ## build the GPU container image (IMAGE=gotrain:latest) from the Dockerfile
 	$(DOCKER) build -t $(IMAGE) --build-arg VERSION=$$(git describe --tags --always --dirty 2>/dev/null || echo dev) .
