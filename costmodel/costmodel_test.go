@@ -97,7 +97,7 @@ func TestRooflineTime(t *testing.T) {
 	if mfu := r.MFU(); math.Abs(mfu-1e12/(gemm+add)/989e12) > 1e-12 {
 		t.Errorf("MFU %.6g", mfu)
 	}
-	if _, err := costmodel.LookupGPU("v100"); err == nil || !strings.Contains(err.Error(), "h100, a100, l40") {
+	if _, err := costmodel.LookupGPU("v100"); err == nil || !strings.Contains(err.Error(), "h100, h200, a100, l40") {
 		t.Errorf("unknown GPU: %v", err)
 	}
 }

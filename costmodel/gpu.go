@@ -33,6 +33,8 @@ func GPUs() []GPU {
 	return []GPU{
 		{Key: "h100", Name: "NVIDIA H100 SXM5 80GB", BF16: 989e12, TF32: 494e12, FP32: 67e12, Memory: 3.35e12, PCIe: 64e9,
 			Source: "NVIDIA H100 Tensor Core GPU datasheet (SXM column; bf16 1,979 and TF32 989 TFLOP/s are with sparsity, halved here)"},
+		{Key: "h200", Name: "NVIDIA H200 SXM 141GB", BF16: 989e12, TF32: 494e12, FP32: 67e12, Memory: 4.8e12, PCIe: 64e9,
+			Source: "NVIDIA H200 Tensor Core GPU datasheet (SXM column; bf16 1,979 and TF32 989 TFLOP/s are with sparsity, halved here; 4.8 TB/s HBM3e)"},
 		{Key: "a100", Name: "NVIDIA A100 SXM4 80GB", BF16: 312e12, TF32: 156e12, FP32: 19.5e12, Memory: 2.039e12, PCIe: 32e9,
 			Source: "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM column)"},
 		{Key: "l40", Name: "NVIDIA L40 48GB", BF16: 181e12, TF32: 90.5e12, FP32: 90.5e12, Memory: 864e9, PCIe: 32e9,
