@@ -16,6 +16,9 @@ const (
 	// EnvCoreType is OpenBLAS's own core-type override, read once by the
 	// library when it is loaded.
 	EnvCoreType = "OPENBLAS_CORETYPE"
+	// EnvNumThreads sizes OpenBLAS's thread pool when it is loaded; Load
+	// sets it to 1.
+	EnvNumThreads = "OPENBLAS_NUM_THREADS"
 	// EnvBLAS chooses the GEMM Default returns: "go", "openblas" or
 	// "auto" (unset: auto). It reaches every rank `gotrain launch` starts.
 	EnvBLAS = "GOTRAIN_BLAS"

@@ -72,6 +72,14 @@ func Load(opts LoadOptions) (Impl, error) {
 		}
 	}
 
+	// No thread pool at all: OpenBLAS sizes it from OPENBLAS_NUM_THREADS
+	// while it initialises inside dlopen, and a pool made there keeps
+	// spinning in sched_yield (a tenth of a core through a training step
+	// that never calls OpenBLAS) although openblas_set_num_threads(1) below
+	// gives it no work. gotrain splits products over its own goroutines.
+	if err := os.Setenv(EnvNumThreads, "1"); err != nil {
+		return nil, fmt.Errorf("blas: set %s=1: %w", EnvNumThreads, err)
+	}
 	var lib C.gt_dl_lib
 	cnames := make([]*C.char, len(names))
 	for i, n := range names {
