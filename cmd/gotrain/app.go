@@ -67,7 +67,7 @@ func commands() []*cli.Command {
 		tokenizeCommand(),
 		withFlags(launchCommand(), launchCompatFlags()...),
 		slurmCommand(),
-		withFlags(doctorCommand(), append(doctorCommFlags(), doctorSelftestFlags()...)...),
+		withFlags(doctorCommand(), append(doctorCommFlags(), append(doctorSelftestFlags(), doctorE2EFlags()...)...)...),
 		benchCommand(),
 		versionCommand(),
 	}
