@@ -7,7 +7,9 @@
 // Tolerances are by storage dtype, relative to the reference result's RMS
 // plus the element's magnitude: a few units in the last place of the
 // storage type, since two backends may round one fp32 intermediate
-// differently and the rounding to 16 bits amplifies it.
+// differently and the rounding to 16 bits amplifies it. Attention at long
+// sequences (long.go) sums so many terms that its bound is per element,
+// from the magnitudes of those terms (attention_bound.go).
 package compare
 
 import (
