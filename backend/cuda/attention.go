@@ -121,6 +121,24 @@ func attPlan(B, T, NH, KV, HD int, dqDT, gdt kernels.DType, budget int) (rows, a
 	return AttentionChunkRows(B, T, NH, HD, accBytes, budget), accBytes
 }
 
+// AttentionPlan is how the backend runs an attention call: query chunks
+// of Rows rows, Chunks of them, and whether backward accumulates dK and dV
+// across the chunks in fp32 scratch (FP32Accumulators) rather than in
+// dqkv itself. doctor --selftest reports it, and checks that its long
+// sequences take the multi-chunk path.
+type AttentionPlan struct {
+	Rows, Chunks     int
+	FP32Accumulators bool
+}
+
+// AttentionPlan is the plan of attention forward and backward at (B, T,
+// NH, KV, HD) with qkv, dout and dqkv in dt, as training stores them.
+func (b *Backend) AttentionPlan(B, T, NH, KV, HD int, dt backend.DType) AttentionPlan {
+	kdt := kernels.DType(dt)
+	rows, acc := attPlan(B, T, NH, KV, HD, kdt, gemmType(kdt), attentionBudget)
+	return AttentionPlan{Rows: rows, Chunks: (T + rows - 1) / max(rows, 1), FP32Accumulators: acc > 0}
+}
+
 // attWorkspace is the bytes a call with the plan (rows, accBytes)
 // requests: the planner's bound, at most the budget's power of two when a
 // row fits it.

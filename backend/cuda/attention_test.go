@@ -305,6 +305,44 @@ func TestAttentionWorkspaceBoundedByBudget(t *testing.T) {
 	}
 }
 
+// AttentionPlan reports the chunks a call runs in: at T = 300 with 128-row
+// chunks, three, and the mocks count two bf16 GEMMs a chunk forward and
+// five backward; a bf16 dqkv over several chunks accumulates dK and dV in
+// fp32, an fp32 one in itself; one chunk of bf16 (T = 100) needs no
+// accumulators.
+func TestAttentionPlanIsWhatRuns(t *testing.T) {
+	cnt := cudatest.NewCounters(t)
+	e := newEnv(t)
+	g := e.backend(t)
+	const B, T, NH, KV, HD = 1, 300, 4, 1, 64
+	for _, c := range []struct {
+		T    int
+		dt   backend.DType
+		want AttentionPlan
+	}{
+		{T, backend.BF16, AttentionPlan{Rows: 128, Chunks: 3, FP32Accumulators: true}},
+		{T, backend.F32, AttentionPlan{Rows: 128, Chunks: 3}},
+		{100, backend.BF16, AttentionPlan{Rows: 100, Chunks: 1}},
+	} {
+		if got := g.AttentionPlan(B, c.T, NH, KV, HD, c.dt); got != c.want {
+			t.Errorf("T=%d %s: plan %+v, want %+v", c.T, c.dt, got, c.want)
+		}
+	}
+	a := attRun{B: B, T: T, NH: NH, KV: KV, HD: HD, dt: backend.BF16, budget: attentionBudget}
+	c0 := cnt.Snapshot(t)
+	in := a.forward(t, g, 1)
+	c1 := cnt.Snapshot(t)
+	a.backward(t, g, in)
+	fwd, bwd := c1.Sub(c0), cnt.Snapshot(t).Sub(c1)
+	chunks := int64(g.AttentionPlan(B, T, NH, KV, HD, backend.BF16).Chunks)
+	if n := fwd.GEMMs[cudatest.InBF16][cudatest.Compute32F]; n != 2*chunks {
+		t.Errorf("forward: %d bf16 GEMMs, want 2 a chunk for %d chunks", n, chunks)
+	}
+	if n := bwd.GEMMs[cudatest.InBF16][cudatest.Compute32F]; n != 5*chunks {
+		t.Errorf("backward: %d bf16 GEMMs, want 5 a chunk for %d chunks", n, chunks)
+	}
+}
+
 // The cost model's copy of the chunk planner agrees with this one.
 func TestAttentionChunkRowsMatchCostModel(t *testing.T) {
 	for _, c := range [][6]int{{8, 1024, 12, 64, 0, attentionBudget}, {4, 4096, 16, 128, 2 * 4 * 4 * 8 * 4096 * 128, attentionBudget},

@@ -67,7 +67,7 @@ func commands() []*cli.Command {
 		tokenizeCommand(),
 		withFlags(launchCommand(), launchCompatFlags()...),
 		slurmCommand(),
-		withFlags(doctorCommand(), doctorCommFlags()...),
+		withFlags(doctorCommand(), append(doctorCommFlags(), append(doctorSelftestFlags(), doctorE2EFlags()...)...)...),
 		benchCommand(),
 		versionCommand(),
 	}

@@ -178,6 +178,9 @@ func doctorCommand() *cli.Command {
 			if c.Bool("selftest") {
 				return runSelftest(c, threads)
 			}
+			if c.Bool("e2e") {
+				return runE2E(c, threads)
+			}
 			if c.Bool("comm") {
 				return runDoctorComm(c, doctorCommOptions{})
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sort"
 	"strings"
@@ -26,11 +27,16 @@ import (
 )
 
 // runSelftest is `gotrain doctor --selftest`: every op on the GPU against
-// the CPU backend (the table of max errors), a timed bf16 GEMM, and the
-// all-reduce bus bandwidth across the visible GPUs. Any op over its
-// tolerance fails the command.
+// the CPU backend (the table of max errors), then the extended shapes of
+// --shapes (long grouped attention, a large vocabulary: a row each), a
+// timed bf16 GEMM on random data, and the all-reduce bus bandwidth across
+// the visible GPUs. Any result over its tolerance fails the command.
 func runSelftest(c *cli.Context, threads int) error {
 	w := c.App.Writer
+	size, err := compare.ParseSize(c.String("shapes"))
+	if err != nil {
+		return fmt.Errorf("doctor --shapes: %w", err)
+	}
 	drv, err := cuda.Load(cuda.Options{})
 	if err != nil {
 		return fmt.Errorf("doctor --selftest needs a GPU: %w", err)
@@ -60,7 +66,10 @@ func runSelftest(c *cli.Context, threads int) error {
 	fmt.Fprintf(w, "kernels: %s for %s, %d bytes, ready in %s (cached: %v)\n", img.Kind, img.Arch, len(img.Data),
 		time.Since(start).Round(time.Millisecond), img.Cached)
 
-	failed := selftestOps(w, be, threads)
+	impl, _ := blas.Default(threads)
+	ref := cpu.New(cpu.Options{Gemm: impl, Threads: threads})
+	failed := selftestOps(w, be, ref)
+	failed += selftestLong(w, be, ref, size)
 	if err := selftestGEMM(w, be, c.Int("gemm-size")); err != nil {
 		return err
 	}
@@ -68,7 +77,7 @@ func runSelftest(c *cli.Context, threads int) error {
 		return err
 	}
 	if failed > 0 {
-		return fmt.Errorf("doctor --selftest: %d op result(s) differ from the CPU backend beyond tolerance (see the table)", failed)
+		return fmt.Errorf("doctor --selftest: %d op result(s) differ from the CPU backend beyond tolerance (see the tables)", failed)
 	}
 	fmt.Fprintln(w, "selftest passed")
 	return nil
@@ -76,9 +85,7 @@ func runSelftest(c *cli.Context, threads int) error {
 
 // selftestOps prints, per output tensor, the largest relative error in
 // each storage mix over every test shape, and returns how many failed.
-func selftestOps(w io.Writer, be *cudabe.Backend, threads int) int {
-	impl, _ := blas.Default(threads)
-	ref := cpu.New(cpu.Options{Gemm: impl, Threads: threads})
+func selftestOps(w io.Writer, be *cudabe.Backend, ref backend.Backend) int {
 	mixes := compare.Mixes()
 	type row struct {
 		worst [4]float64
@@ -148,7 +155,8 @@ func shapeList() string {
 	return strings.Join(s, ", ")
 }
 
-// selftestGEMM times the bf16 matmul forward (cuBLAS) at n×n×n.
+// selftestGEMM times the bf16 matmul forward (cuBLAS) at n×n×n on
+// standard normal operands.
 func selftestGEMM(w io.Writer, be *cudabe.Backend, n int) error {
 	if n <= 0 {
 		return nil
@@ -178,6 +186,13 @@ func selftestGEMM(w io.Writer, be *cudabe.Backend, n int) error {
 	if err != nil {
 		return fmt.Errorf("selftest GEMM %d: %w", n, err)
 	}
+	// Random operands: a GEMM on zeros runs measurably faster (its
+	// multipliers toggle no bits and draw less power) than on real data.
+	for i, b := range []backend.Buffer{inp, wt} {
+		if err := fillNormal(be, b, uint64(i+1)); err != nil {
+			return fmt.Errorf("selftest GEMM %d: %w", n, err)
+		}
+	}
 	be.MatmulForward(out, inp, wt, backend.Buffer{}, n, n, n) // warm-up: cuBLAS picks its kernel
 	if err := be.Sync(); err != nil {
 		return err
@@ -193,6 +208,23 @@ func selftestGEMM(w io.Writer, be *cudabe.Backend, n int) error {
 	}
 	sec := time.Since(start).Seconds() / float64(iters)
 	fmt.Fprintf(w, "gemm         bf16 %d×%d×%d: %.2f ms, %.1f TFLOP/s\n", n, n, n, sec*1e3, 2*float64(n)*float64(n)*float64(n)/sec/1e12)
+	return nil
+}
+
+// fillNormal writes standard normal values drawn from seed into x, a
+// million at a time, so the host holds no copy of a large x.
+func fillNormal(be backend.Backend, x backend.Buffer, seed uint64) error {
+	r := rand.New(rand.NewPCG(seed, uint64(x.Len())))
+	buf := make([]float32, min(x.Len(), 1<<20))
+	for off := 0; off < x.Len(); off += len(buf) {
+		v := buf[:min(len(buf), x.Len()-off)]
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		if err := backend.WriteF32(be, x.Slice(off, len(v)), v); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -261,4 +293,122 @@ func selftestRank(ctx context.Context, drv *cuda.Driver, lib *nccl.Library, r, s
 	}
 	defer cm.Close()
 	return comm.MeasureBusBandwidth(ctx, cm, be, comm.KindAllReduce, backend.BF16, bytes, 5)
+}
+
+// doctorSelftestFlags are doctor's flags that size --selftest and --e2e.
+func doctorSelftestFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "shapes", Value: "full", Usage: "--selftest, --e2e: full (attention at T ≥ 1024, a 151,936-id classifier, " +
+			"the tiny models as named) or small (the same code paths at sizes the CPU emulation of a GPU runs in seconds, for tests)"},
+	}
+}
+
+// longCase is one comparison at an extended shape: what it is, and how
+// to run it in a dtype. plan says what the backend ran for that dtype,
+// and an error when the shape misses the path it is there to reach.
+type longCase struct {
+	op, shape string
+	plan      func(dt backend.DType) (string, error)
+	run       func(dt backend.DType, seed uint64) ([]compare.Result, error)
+}
+
+// selftestLong compares attention at long sequences with grouped and
+// multi-query heads, and the classifier at a large vocabulary, in fp32
+// and bf16, prints a row per shape and dtype, and returns how many
+// failed.
+func selftestLong(w io.Writer, be *cudabe.Backend, ref backend.Backend, size compare.Size) int {
+	var cases []longCase
+	for _, s := range compare.AttentionShapes(size) {
+		cases = append(cases, longCase{op: "attention", shape: s.String(),
+			plan: func(dt backend.DType) (string, error) { return attentionPlanText(be, s, dt) },
+			run: func(dt backend.DType, seed uint64) ([]compare.Result, error) {
+				return compare.RunAttention(be, ref, s, dt, seed)
+			}})
+	}
+	for _, s := range compare.ClassifierShapes(size) {
+		cases = append(cases, longCase{op: "classifier", shape: s.String(),
+			plan: func(backend.DType) (string, error) {
+				return fmt.Sprintf("%d rows of %d ids (%d columns), one block a row", s.N, s.V, s.Vp), nil
+			},
+			run: func(dt backend.DType, seed uint64) ([]compare.Result, error) {
+				return compare.RunClassifier(be, ref, s, dt, seed)
+			}})
+	}
+	fmt.Fprintf(w, "extended shapes (--shapes %s) against the CPU backend: the largest error relative to the CPU as above, and "+
+		"the worst element's error as a fraction of what it may differ by (at most 1 passes)\n", size)
+	fmt.Fprintf(w, "%-10s %-21s %-5s %-62s %-34s %6s\n", "op", "shape", "dtype", "what ran", "max error (tensor)", "worst")
+	failed := 0
+	for ci, lc := range cases {
+		for _, d := range compare.LongDTypes() {
+			failed += selftestLongRow(w, lc, d, uint64(ci+1))
+		}
+	}
+	fmt.Fprintf(w, "attention: an element may differ by the fp32 tolerance of its magnitude plus, per term it sums, "+
+		"(4·√n + HD)·2^-24 of what the term is computed from (n terms) and in bf16 2^-8 of the term (p and dS rounded for "+
+		"the products) and one ulp of itself; classifier: %.0e (fp32), %.1e (bf16) as above\n\n",
+		compare.Tol(backend.F32), compare.Tol(backend.BF16))
+	return failed
+}
+
+// selftestLongRow runs one case in one dtype, prints its row and any
+// failing tensors beneath, and returns the count of failures.
+func selftestLongRow(w io.Writer, lc longCase, d compare.DTypes, seed uint64) int {
+	what, perr := lc.plan(d.Act)
+	res, err := lc.run(d.Act, seed)
+	failed := 0
+	var notes []string
+	if perr != nil {
+		failed++
+		notes = append(notes, perr.Error())
+	}
+	if err != nil {
+		failed++
+		notes = append(notes, err.Error())
+	}
+	var worst compare.Result
+	for _, r := range res {
+		worst.Worst = max(worst.Worst, r.Worst)
+		if r.MaxErr >= worst.MaxErr {
+			worst.MaxErr, worst.Tensor = r.MaxErr, r.Tensor
+		}
+		switch {
+		case r.Err != "":
+			failed++
+			notes = append(notes, fmt.Sprintf("%s: %s", r.Tensor, r.Err))
+		case !r.OK():
+			failed++
+			notes = append(notes, fmt.Sprintf("%s: max error %.2e, %d of %d elements beyond what they may differ by",
+				r.Tensor, r.MaxErr, r.Bad, r.N))
+		}
+	}
+	verdict := "ok"
+	if failed > 0 {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "%-10s %-21s %-5s %-62s %-34s %6.2f %s\n", lc.op, lc.shape, d.Name, what,
+		fmt.Sprintf("%.1e (%s)", worst.MaxErr, worst.Tensor), worst.Worst, verdict)
+	for _, n := range notes {
+		fmt.Fprintf(w, "    %s\n", n)
+	}
+	return failed
+}
+
+// attentionPlanText says how the CUDA backend runs attention at s in dt:
+// the head grouping, the query chunks and where dK and dV accumulate. A
+// plan of one chunk is an error: the shape is there to test several.
+func attentionPlanText(be *cudabe.Backend, s compare.AttentionShape, dt backend.DType) (string, error) {
+	pl := be.AttentionPlan(s.B, s.T, s.NH, s.KV, s.HD, dt)
+	chunks := fmt.Sprintf("%d chunks of %d rows", pl.Chunks, pl.Rows)
+	if last := s.T - (pl.Chunks-1)*pl.Rows; last != pl.Rows {
+		chunks += fmt.Sprintf(" (last %d)", last)
+	}
+	acc := "dK,dV summed in dqkv"
+	if pl.FP32Accumulators {
+		acc = "dK,dV in fp32 scratch"
+	}
+	what := fmt.Sprintf("%s, %s, %s", s.Groups(), chunks, acc)
+	if pl.Chunks < 2 {
+		return what, fmt.Errorf("the CUDA backend runs T = %d in one query chunk, so the multi-chunk path went untested", s.T)
+	}
+	return what, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gotrain/gotrain/backend/compare"
 	"github.com/gotrain/gotrain/cuda/cudatest"
 	"github.com/gotrain/gotrain/kernels"
 	"github.com/gotrain/gotrain/kernels/emu"
@@ -143,21 +145,74 @@ func TestDeviceSelection(t *testing.T) {
 }
 
 // doctor --selftest on two emulated GPUs prints the op table, a GEMM
-// figure and an all-reduce figure, and passes.
+// figure and an all-reduce figure, and passes. With --shapes small its
+// extended shapes run the multi-chunk attention path with grouped and
+// multi-query heads in fp32 and bf16, and the classifier past 64K ids,
+// each matching the CPU backend.
 func TestDoctorSelftest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
 	env := mockGPUEnv(t, 2)
-	out := runWithEnv(t, env, "doctor", "--selftest", "--gemm-size", "64", "--collective-mib", "1", "--threads", "1")
+	out := runWithEnv(t, env, "doctor", "--selftest", "--shapes", "small", "--gemm-size", "64", "--collective-mib", "1",
+		"--threads", "1")
 	for _, want := range []string{"gpu 0: gotrain mock GPU (sm_80)", "layernorm dweight", "attention dqkv",
-		"adamw master", "sum of squares", "gemm         bf16 64×64×64", "all-reduce   2 GPUs, bf16 1 MiB", "selftest passed"} {
+		"adamw master", "sum of squares", "rmsnorm dweight", "rotary+qknorm dqkv", "swiglu dinp", "extended shapes (--shapes small)",
+		"gemm         bf16 64×64×64", "all-reduce   2 GPUs, bf16 1 MiB", "selftest passed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("selftest output lacks %q:\n%s", want, out)
 		}
 	}
 	if strings.Contains(out, "FAIL") {
 		t.Errorf("selftest reports failures:\n%s", out)
+	}
+	checkExtendedRows(t, out)
+}
+
+// checkExtendedRows finds in the selftest's output a passing row for every
+// small attention shape and the classifier in fp32 and bf16, each
+// attention row in several query chunks with 8 query heads a key/value
+// head, bf16's accumulating dK and dV in fp32.
+func checkExtendedRows(t *testing.T, out string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || (f[0] != "attention" && f[0] != "classifier") || !strings.HasSuffix(line, " ok") {
+			continue
+		}
+		seen[f[0]+" "+f[1]+" "+f[2]] = true
+		if f[0] != "attention" {
+			continue
+		}
+		var chunks, rows int
+		i := strings.Index(line, " chunks of ")
+		if i < 0 {
+			t.Errorf("no chunks in %q", line)
+			continue
+		}
+		if _, err := fmt.Sscanf(line[strings.LastIndex(line[:i], " ")+1:], "%d chunks of %d rows", &chunks, &rows); err != nil ||
+			chunks < 2 || rows < 1 {
+			t.Errorf("%q: %d chunks of %d rows (%v), want several", line, chunks, rows, err)
+		}
+		if !strings.Contains(line, "GQA 8:1") && !strings.Contains(line, "MQA 8:1") {
+			t.Errorf("%q: no 8:1 head grouping", line)
+		}
+		if f[2] == "bf16" && !strings.Contains(line, "dK,dV in fp32 scratch") {
+			t.Errorf("%q: bf16 over several chunks should accumulate dK and dV in fp32", line)
+		}
+	}
+	for _, dt := range []string{"fp32", "bf16"} {
+		for _, s := range compare.AttentionShapes(compare.Small) {
+			if !seen["attention "+s.String()+" "+dt] {
+				t.Errorf("no passing attention row for %s %s", s, dt)
+			}
+		}
+		for _, s := range compare.ClassifierShapes(compare.Small) {
+			if !seen["classifier "+s.String()+" "+dt] {
+				t.Errorf("no passing classifier row for %s %s", s, dt)
+			}
+		}
 	}
 }
 

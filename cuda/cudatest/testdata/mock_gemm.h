@@ -9,6 +9,10 @@
  * malloc). Products accumulate in fp32, as CUBLAS_COMPUTE_32F does, and a
  * bf16 output is rounded to nearest-even once, on store. beta == 0 means C
  * is not read, so whatever it held (NaN included) does not leak in.
+ *
+ * -DMOCK_GEMM_ERROR=e builds a faulty library whose every product is off
+ * by a relative e (alpha·(1+e)), for tests that a check on the GPU's
+ * results notices a GEMM that is slightly wrong.
  */
 #ifndef MOCK_GEMM_H
 #define MOCK_GEMM_H
@@ -67,7 +71,11 @@ static inline void mock_gemm(int transa, int transb, int64_t m, int64_t n, int64
 				float y = mock_get(b, btype, transb ? j + p * ldb : p + j * ldb);
 				acc += x * y;
 			}
+#ifdef MOCK_GEMM_ERROR
+			float v = alpha * (1.0f + (float)(MOCK_GEMM_ERROR)) * acc;
+#else
 			float v = alpha * acc;
+#endif
 			if (beta != 0) {
 				v += beta * mock_get(c, ctype, i + j * ldc);
 			}
