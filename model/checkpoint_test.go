@@ -11,54 +11,58 @@ import (
 // TestCheckpointingGradientsBitIdentical: recomputing each block in backward
 // from its kept input gives exactly the gradients (and loss) of keeping every
 // activation, with the kept inputs on the device or in host memory, over
-// several logit chunks (N > LogitChunkRows) and accumulated micro-batches.
+// several logit chunks (N > LogitChunkRows) and accumulated micro-batches,
+// and over several classifier blocks without checkpointing (N >
+// LogitBlockRows), whose head gradient must sum the same slabs.
 func TestCheckpointingGradientsBitIdentical(t *testing.T) {
 	cfg := GPT2(Config{MaxT: 160, V: 37, Vp: 128, L: 4, NH: 2, C: 16})
 	host := testParams(cfg, 21)
-	rng := rand.New(rand.NewPCG(4, 5))
-	const B, T = 2, 150 // N = 300 rows: two logit chunks
-	batch := func() ([]int32, []int32) {
-		in, tg := make([]int32, B*T), make([]int32, B*T)
-		for i := range in {
-			in[i], tg[i] = int32(rng.IntN(cfg.V)), int32(rng.IntN(cfg.V))
+	for _, bt := range [][2]int{{2, 150}, {15, 150}} { // N = 300: two chunks, one block; N = 2,250: nine chunks, two blocks
+		B, T := bt[0], bt[1]
+		rng := rand.New(rand.NewPCG(4, 5))
+		batch := func() ([]int32, []int32) {
+			in, tg := make([]int32, B*T), make([]int32, B*T)
+			for i := range in {
+				in[i], tg[i] = int32(rng.IntN(cfg.V)), int32(rng.IntN(cfg.V))
+			}
+			return in, tg
 		}
-		return in, tg
-	}
-	in1, tg1 := batch()
-	in2, tg2 := batch()
-	run := func(opts Options) (float32, []float32) {
-		m := newModel(t, cfg, host, opts)
-		var loss float32
-		for _, b := range [][2][]int32{{in1, tg1}, {in2, tg2}} {
-			l, err := m.Forward(b[0], b[1], B, T)
+		in1, tg1 := batch()
+		in2, tg2 := batch()
+		run := func(opts Options) (float32, []float32) {
+			m := newModel(t, cfg, host, opts)
+			var loss float32
+			for _, b := range [][2][]int32{{in1, tg1}, {in2, tg2}} {
+				l, err := m.Forward(b[0], b[1], B, T)
+				if err != nil {
+					t.Fatal(err)
+				}
+				loss += l
+				if err := m.Backward(0.25); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g, err := m.HostGrads()
 			if err != nil {
 				t.Fatal(err)
 			}
-			loss += l
-			if err := m.Backward(0.25); err != nil {
-				t.Fatal(err)
+			return loss, g
+		}
+		wantLoss, want := run(Options{})
+		for _, pool := range []backend.Pool{backend.Device, backend.Host} {
+			loss, got := run(Options{Checkpoint: true, CheckpointPool: pool})
+			if loss != wantLoss {
+				t.Errorf("B%d T%d pool %s: loss %v with checkpointing, %v without", B, T, pool, loss, wantLoss)
 			}
-		}
-		g, err := m.HostGrads()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return loss, g
-	}
-	wantLoss, want := run(Options{})
-	for _, pool := range []backend.Pool{backend.Device, backend.Host} {
-		loss, got := run(Options{Checkpoint: true, CheckpointPool: pool})
-		if loss != wantLoss {
-			t.Errorf("pool %s: loss %v with checkpointing, %v without", pool, loss, wantLoss)
-		}
-		diff := 0
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				diff++
+			diff := 0
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					diff++
+				}
 			}
-		}
-		if diff > 0 {
-			t.Errorf("pool %s: %d of %d gradients differ in their bits", pool, diff, len(want))
+			if diff > 0 {
+				t.Errorf("B%d T%d pool %s: %d of %d gradients differ in their bits", B, T, pool, diff, len(want))
+			}
 		}
 	}
 }

@@ -135,9 +135,9 @@ func (m *Model) forward(inputs, targets []int32, B, T int, lossSum backend.Buffe
 		m.state = passLogits
 		return 0, nil
 	}
-	Vp := cfg.Vp
-	for r0 := 0; r0 < N; r0 += LogitChunkRows {
-		n := min(LogitChunkRows, N-r0)
+	Vp, rows := cfg.Vp, m.logitRows()
+	for r0 := 0; r0 < N; r0 += rows {
+		n := min(rows, N-r0)
 		chunk := m.logitsChunk(r0, n)
 		be.MatmulForward(chunk, a.lnf.Slice(r0*C, n*C), head, backend.Buffer{}, n, C, Vp)
 		be.FusedClassifier(a.losses.Slice(r0, n), chunk, a.targets.Slice(r0, n), 0, n, cfg.V, Vp)
@@ -269,14 +269,15 @@ func (m *Model) Backward(dlossScale float32) error {
 		dhead, _ = m.embedViews(embG)
 	}
 
-	// The classifier runs chunk by chunk, the same way with and without
-	// checkpointing (which recomputes each chunk's logits), so both sum
-	// dhead in the same order and give the same bits. The fused classifier
+	// The classifier runs block by block: 256-row chunks under
+	// checkpointing (which recomputes each chunk's logits), 2,048-row
+	// blocks without (see LogitBlockRows: dhead sums the same slabs in the
+	// same order, so both give the same bits). The fused classifier
 	// overwrites the logits with dlogits in their own dtype, so a 16-bit
 	// model's head GEMMs stay 16-bit.
-	Vp := cfg.Vp
-	for r0 := 0; r0 < N; r0 += LogitChunkRows {
-		n := min(LogitChunkRows, N-r0)
+	Vp, rows := cfg.Vp, m.logitRows()
+	for r0 := 0; r0 < N; r0 += rows {
+		n := min(rows, N-r0)
 		lnf, tg, dlogits := a.lnf.Slice(r0*C, n*C), a.targets.Slice(r0, n), m.logitsChunk(r0, n)
 		if a.ckpt {
 			be.MatmulForward(dlogits, lnf, head, backend.Buffer{}, n, C, Vp)
@@ -470,6 +471,14 @@ func (m *Model) blockOutput(l int) backend.Buffer {
 		return m.acts.saved[l+1]
 	}
 	return m.acts.blocks[l].residual3
+}
+
+// logitRows is how many rows one classifier GEMM takes.
+func (m *Model) logitRows() int {
+	if m.acts.ckpt {
+		return LogitChunkRows
+	}
+	return LogitBlockRows
 }
 
 // logitsChunk is where rows [r0, r0+n) of the logits (then dlogits) live.

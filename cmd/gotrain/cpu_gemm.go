@@ -82,7 +82,7 @@ func chooseCPUGEMM(flag string, threads int, shapes []blas.Shape) (cpuGEMM, erro
 // gemmShapes are the largest fp32 GEMMs a step of cfg at micro-batch B and
 // sequence length T runs on the CPU backend (its MatmulForward computes
 // x·Wᵀ, the weight gradient doutᵀ·x): the MLP's up and down projections
-// forward, the up projection's weight gradient, and one classifier chunk.
+// forward, the up projection's weight gradient, and one classifier block.
 // Choosing the GEMM on these is choosing it on most of a step's FLOPs.
 func gemmShapes(cfg model.Config, B, T int) []blas.Shape {
 	rows := B * T
@@ -91,6 +91,6 @@ func gemmShapes(cfg model.Config, B, T int) []blas.Shape {
 		{TransB: true, M: rows, N: ff, K: cfg.C},
 		{TransB: true, M: rows, N: cfg.C, K: ff},
 		{TransA: true, M: ff, N: cfg.C, K: rows},
-		{TransB: true, M: min(rows, model.LogitChunkRows), N: cfg.Vp, K: cfg.C},
+		{TransB: true, M: min(rows, model.LogitBlockRows), N: cfg.Vp, K: cfg.C},
 	}
 }
