@@ -21,6 +21,20 @@ func expInPlace(v []float32) {
 	}
 	k := newExpConsts()
 	i := 0
+	// Four independent vectors an iteration: one exp is a chain of ~20
+	// dependent operations, and four chains let the FP units overlap them
+	// (1.1x on Zen 5, BenchmarkExpInPlace50304 best of 12: 0.365 → 0.318
+	// ns/element). Each lane's result is the same.
+	for ; i+64 <= len(v); i += 64 {
+		e0 := k.exp(archsimd.LoadFloat32x16Slice(v[i:]))
+		e1 := k.exp(archsimd.LoadFloat32x16Slice(v[i+16:]))
+		e2 := k.exp(archsimd.LoadFloat32x16Slice(v[i+32:]))
+		e3 := k.exp(archsimd.LoadFloat32x16Slice(v[i+48:]))
+		e0.StoreSlice(v[i:])
+		e1.StoreSlice(v[i+16:])
+		e2.StoreSlice(v[i+32:])
+		e3.StoreSlice(v[i+48:])
+	}
 	for ; i+16 <= len(v); i += 16 {
 		k.exp(archsimd.LoadFloat32x16Slice(v[i:])).StoreSlice(v[i:])
 	}
@@ -128,13 +142,25 @@ func expRowBF16(p []float32, x []uint16) (float32, float64) {
 	mb := archsimd.BroadcastFloat32x16(m)
 	var s0, s1 archsimd.Float64x8
 	i = 0
+	for ; i+64 <= n; i += 64 { // four exp chains at once, summed in row order (see expRowFrom)
+		e0, e1 := k.exp(widen(i).Sub(mb)), k.exp(widen(i+16).Sub(mb))
+		e2, e3 := k.exp(widen(i+32).Sub(mb)), k.exp(widen(i+48).Sub(mb))
+		s0, s1 = addExp(s0, s1, e0, p[i:])
+		s0, s1 = addExp(s0, s1, e1, p[i+16:])
+		s0, s1 = addExp(s0, s1, e2, p[i+32:])
+		s0, s1 = addExp(s0, s1, e3, p[i+48:])
+	}
 	for ; i+16 <= n; i += 16 {
-		e := k.exp(widen(i).Sub(mb))
-		e.StoreSlice(p[i:])
-		s0 = s0.Add(e.GetLo().ConvertToFloat64())
-		s1 = s1.Add(e.GetHi().ConvertToFloat64())
+		s0, s1 = addExp(s0, s1, k.exp(widen(i).Sub(mb)), p[i:])
 	}
 	return m, sumTail(s0, s1, p[i:], tail[:n-i], m)
+}
+
+// addExp stores e at p and adds its lanes to the float64 sums: the low
+// eight to s0, the high eight to s1.
+func addExp(s0, s1 archsimd.Float64x8, e archsimd.Float32x16, p []float32) (archsimd.Float64x8, archsimd.Float64x8) {
+	e.StoreSlice(p)
+	return s0.Add(e.GetLo().ConvertToFloat64()), s1.Add(e.GetHi().ConvertToFloat64())
 }
 
 // maxLanes is the largest of mv's lanes and rest's values, found as the
@@ -164,11 +190,20 @@ func expRowFrom(p, x []float32, m float32) (float32, float64) {
 	mb := archsimd.BroadcastFloat32x16(m)
 	var s0, s1 archsimd.Float64x8
 	i := 0
+	// Four exp chains at once (as in expInPlace); the sums still take the
+	// vectors in row order, so the result is the one-at-a-time loop's.
+	for ; i+64 <= n; i += 64 {
+		e0 := k.exp(archsimd.LoadFloat32x16Slice(x[i:]).Sub(mb))
+		e1 := k.exp(archsimd.LoadFloat32x16Slice(x[i+16:]).Sub(mb))
+		e2 := k.exp(archsimd.LoadFloat32x16Slice(x[i+32:]).Sub(mb))
+		e3 := k.exp(archsimd.LoadFloat32x16Slice(x[i+48:]).Sub(mb))
+		s0, s1 = addExp(s0, s1, e0, p[i:])
+		s0, s1 = addExp(s0, s1, e1, p[i+16:])
+		s0, s1 = addExp(s0, s1, e2, p[i+32:])
+		s0, s1 = addExp(s0, s1, e3, p[i+48:])
+	}
 	for ; i+16 <= n; i += 16 {
-		e := k.exp(archsimd.LoadFloat32x16Slice(x[i:]).Sub(mb))
-		e.StoreSlice(p[i:])
-		s0 = s0.Add(e.GetLo().ConvertToFloat64())
-		s1 = s1.Add(e.GetHi().ConvertToFloat64())
+		s0, s1 = addExp(s0, s1, k.exp(archsimd.LoadFloat32x16Slice(x[i:]).Sub(mb)), p[i:])
 	}
 	return m, sumTail(s0, s1, p[i:], x[i:], m)
 }
