@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gotrain/gotrain/internal/atomicfile"
@@ -113,12 +114,19 @@ func ChooseAmong(cands []Candidate, opts ChooseOptions) (Impl, Choice) {
 	}
 	key, machine := chooseKey(cands, opts, shapes)
 	cache := chooseCache{dir: opts.CacheDir}
-	m := cache.read()
-	if c, ok := m.Choices[key]; ok && c.complete(cands) {
-		c.Cached = true
-		c.Roofline = max(c.Roofline, m.Rooflines[machine])
+	if c, ok := cache.cached(key, machine, cands); ok {
 		return pick(cands, c.Name), c
 	}
+	// The ranks of a job start together: the first measures while the
+	// others wait, then read its answer, so every rank of a machine runs
+	// the same GEMM (the same bits) and no two measurements share the
+	// cores.
+	unlock := cache.lock()
+	defer unlock()
+	if c, ok := cache.cached(key, machine, cands); ok {
+		return pick(cands, c.Name), c
+	}
+	m := cache.read()
 	budget := cmp.Or(opts.Budget, DefaultChooseBudget)
 	now := time.Now
 	if opts.Now != nil {
@@ -279,6 +287,39 @@ func (c chooseCache) read() chooseFile {
 		f.Rooflines = map[string]float64{}
 	}
 	return f
+}
+
+// cached is the choice recorded for key, with the machine's roofline.
+func (c chooseCache) cached(key, machine string, cands []Candidate) (Choice, bool) {
+	m := c.read()
+	ch, ok := m.Choices[key]
+	if !ok || !ch.complete(cands) {
+		return Choice{}, false
+	}
+	ch.Cached = true
+	ch.Roofline = max(ch.Roofline, m.Rooflines[machine])
+	return ch, true
+}
+
+// lock takes the cache's lock file (an advisory lock, released when the
+// process ends at the latest) and returns its release; without a cache
+// directory, or where the lock cannot be taken, it does nothing.
+func (c chooseCache) lock() (unlock func()) {
+	if c.dir == "" || os.MkdirAll(c.dir, 0o755) != nil {
+		return func() {}
+	}
+	f, err := os.OpenFile(filepath.Join(c.dir, chooseCacheFile+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return func() {}
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX) != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}
 }
 
 func (c chooseCache) write(f chooseFile) {

@@ -138,3 +138,28 @@ func TestChooseSingle(t *testing.T) {
 		t.Errorf("single candidate: %+v", c)
 	}
 }
+
+// Ranks starting together measure once: the first takes the lock and
+// measures, the others wait and read its answer.
+func TestChooseOnceAcrossConcurrentStarts(t *testing.T) {
+	opts := chooseOpts(t)
+	g := &fakeGemm{name: ChoiceGo, rate: 2}
+	o := &fakeGemm{name: ChoiceOpenBLAS, rate: 1}
+	cands := []Candidate{{Name: ChoiceGo, Impl: g}, {Name: ChoiceOpenBLAS, Impl: o}}
+	done := make(chan Choice, 4)
+	for range 4 {
+		go func() {
+			_, c := ChooseAmong(cands, opts)
+			done <- c
+		}()
+	}
+	measured := 0
+	for range 4 {
+		if c := <-done; !c.Cached {
+			measured++
+		}
+	}
+	if measured != 1 {
+		t.Errorf("%d of 4 concurrent starts measured, want 1", measured)
+	}
+}
