@@ -24,10 +24,14 @@ type Overrides struct {
 	WeightDecay Opt[float64]    // weight_decay → optimizer.params.weight_decay
 	MaxGradNorm Opt[float64]    // max_grad_norm → gradient_clipping
 	WarmupSteps Opt[int]        // warmup steps → scheduler.params.warmup_num_steps
+	WarmupRatio Opt[float64]    // warmup_ratio: warmup steps ⌈total steps × ratio⌉ when WarmupSteps is not given
 	TotalSteps  Opt[int]        // training steps → scheduler.params.total_num_steps
 	Precision   string          // "" (not given), "fp32", "bf16" or "fp16" → fp16.enabled, bf16.enabled
 	Hidden      int             // model width C, for the ZeRO bucket "auto" keys; 0: unknown
 	WorldSize   int             // data-parallel ranks; 0: unknown (Resolve then takes it as an argument)
+	// LRScheduler is Hugging Face's lr_scheduler_type: for a file with no scheduler block, the Trainer's
+	// schedule of that name (HFSchedulerNames), over TotalSteps with WarmupSteps or WarmupRatio.
+	LRScheduler string
 }
 
 // DefaultMaxSteps is the run length of every command that is not given one: train's and estimate's --max-steps
@@ -108,7 +112,11 @@ func (d *decoder) resolveAutos() {
 		case hfWarmupMinLR:
 			fromHF(0.0, "warmup_min_lr=0")
 		case hfWarmupSteps:
-			pickInt(ov.WarmupSteps, hfDefaultWarmupSteps, "warmup steps", "warmup_steps")
+			if w, note, ok := ov.warmupSteps(); ok {
+				fromFlag(int64(w), note)
+			} else {
+				fromHF(int64(hfDefaultWarmupSteps), fmt.Sprintf("warmup_steps=%d", hfDefaultWarmupSteps))
+			}
 		case hfTotalSteps:
 			if v, ok := ov.TotalSteps.Get(); ok {
 				fromFlag(int64(v), fmt.Sprintf("total steps=%d", v))
@@ -136,9 +144,32 @@ func (d *decoder) resolveAutos() {
 	}
 }
 
+// warmupSteps is the warmup the overrides ask for, as Hugging Face's TrainingArguments.get_warmup_steps
+// computes it: WarmupSteps when given, else ⌈total steps × WarmupRatio⌉ (in float64, as Python's math.ceil
+// of the product); note says where it came from, and ok is false when neither is given.
+func (ov Overrides) warmupSteps() (steps int, note string, ok bool) {
+	if v, ok := ov.WarmupSteps.Get(); ok {
+		return v, fmt.Sprintf("warmup steps=%d", v), true
+	}
+	r, ok := ov.WarmupRatio.Get()
+	if !ok {
+		return 0, "", false
+	}
+	total := ov.TotalSteps.Or(DefaultMaxSteps)
+	return int(math.Ceil(float64(total) * r)), fmt.Sprintf("warmup ratio=%g × %d steps, rounded up", r, total), true
+}
+
 // checkOverrides applies the mismatch rule and the no-effect warning of Overrides.
 func (d *decoder) checkOverrides() {
 	ov := d.opts.Overrides
+	if r, ok := ov.WarmupRatio.Get(); ok && !(r >= 0 && r <= 1) {
+		d.errAt(0, 0, "", fmt.Sprintf("warmup ratio %g is not a fraction of the run's steps (Hugging Face: \"warmup_ratio must lie in range [0,1]\")", r),
+			"pass a ratio between 0 and 1, e.g. --warmup-ratio 0.1, or --warmup-steps N")
+	}
+	if ov.WarmupSteps.Set && ov.WarmupRatio.Set {
+		d.warns = append(d.warns, Warning{File: d.file, Note: true,
+			Msg: fmt.Sprintf("--warmup-steps %d and --warmup-ratio %g are both given: the steps win, as in Hugging Face's TrainingArguments", ov.WarmupSteps.V, ov.WarmupRatio.V)})
+	}
 	if ov.Precision != "" && !containsString(validPrecisions(), ov.Precision) {
 		d.errAt(0, 0, "", fmt.Sprintf("precision override %q is not one of %s", ov.Precision, quoteList(validPrecisions())),
 			"pass fp32, bf16 or fp16")
@@ -163,9 +194,13 @@ func (d *decoder) checkOverrides() {
 				fmt.Sprintf("write %q: \"auto\" to take the command-line value, or make the two agree", lastName(path)))
 		}
 	}
-	// An optimizer block that is absent is built from the overrides, so they are used.
+	// An optimizer block that is absent is built from the overrides, so they are used; so is a Hugging Face
+	// schedule's warmup.
 	if _, ok := d.ents["optimizer"]; ok && d.ents["optimizer"].src.Kind == FromGotrain {
 		used[hfLR], used[hfBetas], used[hfEps], used[hfWeightDecay] = true, true, true, true
+	}
+	if d.hfSched != nil {
+		used[hfWarmupSteps] = true
 	}
 	type flagUse struct {
 		given bool
@@ -181,7 +216,7 @@ func (d *decoder) checkOverrides() {
 		{ov.Eps.Set, []hfKey{hfEps}, "epsilon", "\"eps\": \"auto\" in optimizer.params"},
 		{ov.WeightDecay.Set, []hfKey{hfWeightDecay}, "weight decay", "\"weight_decay\": \"auto\" in optimizer.params"},
 		{ov.MaxGradNorm.Set, []hfKey{hfClip}, "max grad norm", "\"gradient_clipping\": \"auto\""},
-		{ov.WarmupSteps.Set, []hfKey{hfWarmupSteps}, "warmup steps", "\"warmup_num_steps\": \"auto\" in scheduler.params"},
+		{ov.WarmupSteps.Set || ov.WarmupRatio.Set, []hfKey{hfWarmupSteps}, "warmup steps", "\"warmup_num_steps\": \"auto\" in scheduler.params (or, with no scheduler block, --lr-scheduler-type)"},
 		{ov.Precision != "" && ov.Precision != "fp32", []hfKey{hfFP16, hfBF16}, "precision", "\"" + ov.Precision + "\": {\"enabled\": \"auto\"}"},
 	}
 	for _, f := range flags {
@@ -237,7 +272,7 @@ func overrideFor(ov Overrides, h hfKey) (any, string, bool) {
 			return v, "weight decay", true
 		}
 	case hfWarmupSteps:
-		if v, ok := ov.WarmupSteps.Get(); ok {
+		if v, _, ok := ov.warmupSteps(); ok {
 			return int64(v), "warmup steps", true
 		}
 	case hfTotalSteps:

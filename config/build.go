@@ -305,7 +305,7 @@ func (d *decoder) buildScheduler() *Scheduler {
 	const p = "scheduler.params."
 	e := d.ents["scheduler"]
 	if e == nil || !e.given {
-		return nil
+		return d.hfSched
 	}
 	typ := d.str("scheduler.type")
 	s := &Scheduler{Type: typ, Torch: isTorchScheduler(typ), Supported: isDSScheduler(typ), Raw: map[string]any{}}

@@ -13,7 +13,7 @@ type Config struct {
 	GradientAccumulationSteps Opt[int]
 
 	Optimizer Optimizer  // never nil-like: with no optimizer block, gotrain's AdamW (Optimizer.Default)
-	Scheduler *Scheduler // nil: no scheduler block, constant learning rate
+	Scheduler *Scheduler // nil: no scheduler block (nor --lr-scheduler-type), constant learning rate
 
 	FP16                    FP16
 	BF16                    BF16
@@ -88,9 +88,12 @@ type Optimizer struct {
 type Scheduler struct {
 	Type      string // as written; DeepSpeed matches scheduler names case-sensitively
 	Torch     bool   // a torch.optim.lr_scheduler class
-	Supported bool   // one of DeepSpeed's five schedulers, all implemented by gotrain
+	Supported bool   // one of DeepSpeed's five schedulers, all implemented by gotrain, or HF
 	Params    SchedulerParams
 	Raw       map[string]any // every parameter by name (torch schedulers: as written)
+	// HF marks Hugging Face Trainer's schedule (Type one of HFSchedulerNames), which a config without a
+	// scheduler block gets from Overrides.LRScheduler; Params has its WarmupNumSteps and TotalNumSteps.
+	HF bool
 }
 
 // SchedulerParams is the union of the parameters of DeepSpeed's schedulers (§1.3); fields a type does not use

@@ -37,6 +37,7 @@ type decoder struct {
 	depFrom map[string]string // new key path → the deprecated path it was written as
 	params  map[string][]paramSpec
 	read    map[string]bool // paths read while building the typed Config (a test checks every key is read)
+	hfSched *Scheduler      // the Hugging Face schedule Overrides.LRScheduler builds; nil: none
 }
 
 func newDecoder(file string, opts Options) *decoder {

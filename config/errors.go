@@ -94,7 +94,8 @@ func sortErrors(es Errors) {
 }
 
 // Warning is a problem that does not stop training: a deprecated key that was mapped, an unknown key in lenient
-// mode, a key gotrain accepts but does not implement, a suspicious but legal value.
+// mode, a key gotrain accepts but does not implement, a suspicious but legal value. A Note is no problem but
+// something the user should know they got (a schedule a flag filled in); it prints as "note: ".
 type Warning struct {
 	File string
 	Path string
@@ -102,9 +103,13 @@ type Warning struct {
 	Col  int
 	Msg  string
 	Fix  string
+	Note bool
 }
 
 func (w Warning) String() string {
-	e := Error(w)
+	e := Error{File: w.File, Path: w.Path, Line: w.Line, Col: w.Col, Msg: w.Msg, Fix: w.Fix}
+	if w.Note {
+		return "note: " + e.Error()
+	}
 	return "warning: " + e.Error()
 }

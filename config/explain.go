@@ -74,14 +74,35 @@ func mark(e *entry, st Status, def any) string {
 	return strings.Join(parts, " ")
 }
 
+// ExplainOptions say what Explain prints besides the resolved keys.
+type ExplainOptions struct {
+	// WorldSize is the number of data-parallel ranks the batch sizes are resolved for; 0 leaves it to the
+	// run, and the batch sizes that depend on it read "filled at run time".
+	WorldSize int
+	SeqLen    int // > 0: the tokens per optimizer step too
+	// NonDefault prints only the keys whose value is not DeepSpeed's default (the batch sizes, the
+	// optimizer, the scheduler and the summary are always printed).
+	NonDefault bool
+	// Checkpointing is the run's --gradient-checkpointing: activation checkpointing without a config block.
+	Checkpointing bool
+	// Trained says what the run trains, for the summary ("LoRA adapters ..."); "" prints nothing.
+	Trained string
+}
+
 // Explain writes every resolved value of c, grouped by block, with the batch sizes DeepSpeed would derive for
-// worldSize data-parallel ranks and, when seqLen > 0, the tokens per optimizer step. Each value is marked
-// with its origin when it did not come from the file as written: a default, "auto", a deprecated key, or an
-// inference. A worldSize of 0 means the number of ranks is left to the run: the batch sizes that depend on it
-// are shown as filled at run time. Values only the run knows (an "auto" total_num_steps without a run
-// length, bucket sizes without the model) read "auto → filled at run time from ...". c must come from Load
-// or Parse. The error is the batch resolution's, or the writer's.
+// worldSize data-parallel ranks and, when seqLen > 0, the tokens per optimizer step; ExplainWith says more.
 func Explain(w io.Writer, c *Config, worldSize, seqLen int) error {
+	return ExplainWith(w, c, ExplainOptions{WorldSize: worldSize, SeqLen: seqLen})
+}
+
+// ExplainWith writes every resolved value of c (or, with o.NonDefault, those that differ from DeepSpeed's
+// defaults), grouped by block, with the batch sizes for o.WorldSize ranks, then a summary in words. Each value
+// is marked with its origin when it did not come from the file as written: a default, "auto", a deprecated
+// key, or an inference. Values only the run knows (an "auto" total_num_steps without a run length, bucket
+// sizes without the model) read "auto → filled at run time from ...". c must come from Load or Parse. The
+// error is the batch resolution's, or the writer's.
+func ExplainWith(w io.Writer, c *Config, o ExplainOptions) error {
+	worldSize := o.WorldSize
 	var b Batch
 	if worldSize > 0 {
 		var err error
@@ -97,17 +118,50 @@ func Explain(w io.Writer, c *Config, worldSize, seqLen int) error {
 	} else {
 		ew.printf("DeepSpeed config %s; the data-parallel world size is the run's (give --nproc N to resolve the batch sizes)\n", fileOf(c.File))
 	}
-	ew.printf("(unmarked values are written in the file)\n\n")
+	if o.NonDefault {
+		ew.printf("(only values that differ from DeepSpeed's defaults; unmarked values are written in the file)\n\n")
+	} else {
+		ew.printf("(unmarked values are written in the file)\n\n")
+	}
 
 	ew.printf("batch\n")
 	if worldSize > 0 {
-		explainBatch(ew, c, b, seqLen)
+		explainBatch(ew, c, b, o.SeqLen)
 	} else {
 		explainBatchAtRunTime(ew, c)
 	}
-	explainKeys(ew, c, tab)
-	explainSummary(ew, c, b)
+	explainKeys(ew, c, tab, o.NonDefault)
+	explainSummary(ew, c, b, o)
 	return ew.err
+}
+
+// isDefault reports whether e holds its key's DeepSpeed default def: the key is absent from the file, or
+// written with that value.
+func isDefault(e *entry, def any) bool {
+	switch {
+	case e == nil || e.src.Kind == FromDefault:
+		return true
+	case e.src.Kind == FromFile:
+		return sameValue(e.v, def)
+	}
+	return false
+}
+
+// blockChanged reports whether any key under path holds a value other than its default.
+func blockChanged(c *Config, tab *tableIndex, path string) bool {
+	for _, i := range tab.children[path] {
+		s := tab.specs[i]
+		if s.kind == kindBlock {
+			if blockChanged(c, tab, s.path) {
+				return true
+			}
+			continue
+		}
+		if !isDefault(c.entries[s.path], s.def) {
+			return true
+		}
+	}
+	return false
 }
 
 // explainBatch prints the batch triangle resolved for b.WorldSize ranks.
@@ -166,14 +220,21 @@ func explainBatchAtRunTime(ew *errWriter, c *Config) {
 	}
 }
 
-// explainKeys prints every key of the table outside the batch triangle, block by block.
-func explainKeys(ew *errWriter, c *Config, tab *tableIndex) {
-	ew.printf("\ntraining\n")
+// explainKeys prints every key of the table outside the batch triangle, block by block; with nonDefault,
+// only those whose value is not the default.
+func explainKeys(ew *errWriter, c *Config, tab *tableIndex, nonDefault bool) {
+	var top []keySpec
 	for _, s := range tab.specs {
 		if s.parent() != "" || s.kind == kindBlock || s.kind == kindRawBlock || s.kind == kindAny ||
-			s.path == keyTBS || s.path == keyMicro || s.path == keyGAS {
+			s.path == keyTBS || s.path == keyMicro || s.path == keyGAS || nonDefault && isDefault(c.entries[s.path], s.def) {
 			continue
 		}
+		top = append(top, s)
+	}
+	if len(top) > 0 {
+		ew.printf("\ntraining\n")
+	}
+	for _, s := range top {
 		e := c.entries[s.path]
 		ew.line(s.path, valueOf(e), mark(e, s.status, s.def))
 	}
@@ -194,17 +255,24 @@ func explainKeys(ew *errWriter, c *Config, tab *tableIndex) {
 			}
 			continue
 		}
+		if nonDefault && !blockChanged(c, tab, s.path) {
+			continue
+		}
 		ew.printf("\n%s\n", s.path)
-		explainBlock(ew, c, tab, s.path, s.path)
+		explainBlock(ew, c, tab, s.path, s.path, nonDefault)
 	}
 }
 
-// explainBlock prints the keys under path, with names relative to top.
-func explainBlock(ew *errWriter, c *Config, tab *tableIndex, path, top string) {
+// explainBlock prints the keys under path, with names relative to top; with nonDefault, only those whose
+// value is not the default.
+func explainBlock(ew *errWriter, c *Config, tab *tableIndex, path, top string, nonDefault bool) {
 	for _, i := range tab.children[path] {
 		s := tab.specs[i]
 		rel := strings.TrimPrefix(s.path, top+".")
 		e := c.entries[s.path]
+		if nonDefault && (s.kind == kindBlock && !blockChanged(c, tab, s.path) || s.kind != kindBlock && isDefault(e, s.def)) {
+			continue
+		}
 		if s.kind == kindBlock {
 			if s.optional && (e == nil || !e.given || !childDecoded(c, tab, s.path)) {
 				ew.line(rel, "None", mark(e, Supported, nil))
@@ -213,7 +281,7 @@ func explainBlock(ew *errWriter, c *Config, tab *tableIndex, path, top string) {
 			if e != nil && e.src.Kind == FromDeprecated {
 				ew.line(rel, "(block)", mark(e, Supported, nil))
 			}
-			explainBlock(ew, c, tab, s.path, top)
+			explainBlock(ew, c, tab, s.path, top, nonDefault)
 			continue
 		}
 		ew.line(rel, valueOf(e), mark(e, s.status, s.def))
@@ -282,6 +350,13 @@ func explainScheduler(ew *errWriter, c *Config) {
 	if !s.Supported {
 		status = NotSupported
 	}
+	if s.HF {
+		for _, k := range []string{"type", "params.warmup_num_steps", "params.total_num_steps"} {
+			e := c.entries["scheduler."+k]
+			ew.line(k, valueOf(e), mark(e, Supported, nil))
+		}
+		return
+	}
 	ew.line("type", s.Type, mark(nil, status, nil))
 	if s.Torch {
 		for _, k := range sortedKeys(s.Raw) {
@@ -301,7 +376,7 @@ func explainParams(ew *errWriter, c *Config, path string) {
 }
 
 // explainSummary states in words what the run will do.
-func explainSummary(ew *errWriter, c *Config, b Batch) {
+func explainSummary(ew *errWriter, c *Config, b Batch, o ExplainOptions) {
 	ew.printf("\nsummary\n")
 	prec := "fp32"
 	switch {
@@ -312,7 +387,7 @@ func explainSummary(ew *errWriter, c *Config, b Batch) {
 	case c.FP16.Enabled:
 		prec = fmt.Sprintf("fp16 with static loss scale %g", c.FP16.LossScale)
 	}
-	ew.line("precision", prec, "")
+	ew.line("precision", prec, precisionMark(c))
 	z := c.ZeRO
 	what := map[int]string{0: "off: every rank holds everything", 1: "optimizer states partitioned", 2: "optimizer states and gradients partitioned", 3: "optimizer states, gradients and parameters partitioned"}[z.Stage]
 	ranks := fmt.Sprintf("%d ranks", b.WorldSize)
@@ -331,6 +406,17 @@ func explainSummary(ew *errWriter, c *Config, b Batch) {
 		clip = fmt.Sprintf("global norm %g", c.GradientClipping)
 	}
 	ew.line("gradient clipping", clip, "")
+	switch ac := c.ActivationCheckpointing; {
+	case ac.Present:
+		ew.line("activation checkpointing", "on", "(activation_checkpointing block)")
+	case o.Checkpointing:
+		ew.line("activation checkpointing", "on", "(--gradient-checkpointing)")
+	default:
+		ew.line("activation checkpointing", "off", "")
+	}
+	if o.Trained != "" {
+		ew.line("trained", o.Trained, "")
+	}
 	if b.WorldSize > 0 {
 		ew.line("samples per optimizer step", strconv.Itoa(b.TrainBatchSize), fmt.Sprintf("(%d × %d × %d)", b.MicroBatch, b.GradAccum, b.WorldSize))
 	} else {
@@ -340,6 +426,21 @@ func explainSummary(ew *errWriter, c *Config, b Batch) {
 		sort.Strings(list)
 		ew.line("not supported, no effect", strings.Join(list, ", "), "")
 	}
+}
+
+// precisionMark is where the run's precision came from when "auto" decided it: the flag, or Hugging Face's
+// default for want of one.
+func precisionMark(c *Config) string {
+	keys := []string{"bf16.enabled", "fp16.enabled"}
+	if c.FP16.Enabled {
+		keys = keys[1:]
+	}
+	for _, k := range keys {
+		if e := c.entries[k]; e != nil && (e.src.Kind == FromAutoOverride || e.src.Kind == FromAutoHFDefault) {
+			return "(" + e.src.String() + ")"
+		}
+	}
+	return ""
 }
 
 // errWriter remembers the first write error so that Explain can print without checking every line.

@@ -46,6 +46,7 @@ func Parse(file string, data []byte, opts Options) (*Config, error) {
 	d.mapDeprecated(root)
 	d.block("", root, false)
 	d.resolveAutos()
+	d.hfSchedule()
 	d.checkOverrides()
 	c := d.build()
 	d.validate(c)

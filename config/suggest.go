@@ -1,112 +1,11 @@
 package config
 
-import (
-	"strings"
-	"unicode/utf8"
-)
+import "github.com/gotrain/gotrain/internal/didyoumean"
 
-// normalizeKey folds case and drops separators so that "ZeroOptimization", "zero-optimization" and
-// "zero_optimization" compare equal.
-func normalizeKey(s string) string {
-	var sb strings.Builder
-	for _, r := range strings.ToLower(s) {
-		if r == '_' || r == '-' || r == ' ' || r == '.' {
-			continue
-		}
-		sb.WriteRune(r)
-	}
-	return sb.String()
-}
+// suggest returns the known key closest to key, or "" when none is a
+// plausible typo (didyoumean.Suggest).
+func suggest(key string, candidates []string) string { return didyoumean.Suggest(key, candidates) }
 
-// editDistance is the optimal-string-alignment form of the Damerau–Levenshtein distance: insertions, deletions,
-// substitutions and transpositions of adjacent characters each cost 1. Transpositions matter because the typical
-// typo swaps two neighbouring letters ("optimziation").
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	n, m := len(ra), len(rb)
-	if n == 0 {
-		return m
-	}
-	if m == 0 {
-		return n
-	}
-	// Three rolling rows: the transposition case looks two rows back.
-	prev2 := make([]int, m+1)
-	prev := make([]int, m+1)
-	cur := make([]int, m+1)
-	for j := 0; j <= m; j++ {
-		prev[j] = j
-	}
-	for i := 1; i <= n; i++ {
-		cur[0] = i
-		for j := 1; j <= m; j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			best := min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				best = min(best, prev2[j-2]+1)
-			}
-			cur[j] = best
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[m]
-}
-
-// suggest returns the candidate closest to key, or "" when none is close enough to be a plausible typo.
-// An exact match after case/separator folding wins; otherwise the smallest edit distance on the folded forms,
-// allowed up to a third of the key's length (at most 4), so that short keys do not match everything.
-func suggest(key string, candidates []string) string {
-	nk := normalizeKey(key)
-	for _, c := range candidates {
-		if normalizeKey(c) == nk {
-			return c
-		}
-	}
-	best, bestD := "", 1<<30
-	for _, c := range candidates {
-		nc := normalizeKey(c)
-		// The distance is at least the length difference, and anything over 4
-		// is never suggested: skipping those keeps hostile keys (fuzzed, or
-		// megabytes long) from costing quadratic time.
-		if d := len(nk) - len(nc); d > 4 || d < -4 {
-			continue
-		}
-		d := editDistance(nk, nc)
-		if d < bestD {
-			best, bestD = c, d
-		}
-	}
-	limit := min(max(utf8.RuneCountInString(nk)/3, 1), 4)
-	if best != "" && bestD <= limit {
-		return best
-	}
-	// A key that is a clear fragment or extension of a known key ("reduce_bucket" for "reduce_bucket_size").
-	if len(nk) >= 6 {
-		for _, c := range candidates {
-			nc := normalizeKey(c)
-			if strings.Contains(nc, nk) || (strings.Contains(nk, nc) && len(nc) >= 6) {
-				return c
-			}
-		}
-	}
-	return ""
-}
-
-// closest returns the candidate nearest to key by edit distance on the folded forms, however far: warnings
-// about keys that are no typo still point at the nearest key gotrain knows.
-func closest(key string, candidates []string) string {
-	nk := normalizeKey(key)
-	if len(nk) > 256 {
-		return "" // a hostile key: not worth a quadratic comparison
-	}
-	best, bestD := "", 1<<30
-	for _, c := range candidates {
-		if d := editDistance(nk, normalizeKey(c)); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
+// closest returns the known key nearest to key, however far: warnings about
+// keys that are no typo still point at the nearest key gotrain knows.
+func closest(key string, candidates []string) string { return didyoumean.Nearest(key, candidates) }

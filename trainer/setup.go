@@ -42,7 +42,8 @@ func adamWConfig(o config.Optimizer) (optim.AdamWConfig, error) {
 	return c, nil
 }
 
-// scheduler builds the scheduler block's schedule; no block is a constant rate.
+// scheduler builds the scheduler block's schedule, or the Hugging Face one
+// the run asked for; neither is a constant rate.
 func scheduler(s *config.Scheduler) (optim.Scheduler, error) {
 	if s == nil {
 		return optim.NewConstant(), nil
@@ -54,22 +55,24 @@ func scheduler(s *config.Scheduler) (optim.Scheduler, error) {
 	)
 	warm := optim.WarmupLRParams{WarmupMinLR: p.WarmupMinLR, WarmupMaxLR: p.WarmupMaxLR,
 		WarmupNumSteps: p.WarmupNumSteps, WarmupType: p.WarmupType}
-	switch s.Type {
-	case "WarmupLR":
+	switch {
+	case s.HF:
+		sch, err = optim.NewHFSchedule(s.Type, p.WarmupNumSteps, p.TotalNumSteps)
+	case s.Type == "WarmupLR":
 		sch, err = optim.NewWarmupLR(warm)
-	case "WarmupDecayLR":
+	case s.Type == "WarmupDecayLR":
 		sch, err = optim.NewWarmupDecayLR(optim.WarmupDecayLRParams{WarmupLRParams: warm, TotalNumSteps: p.TotalNumSteps})
-	case "WarmupCosineLR":
+	case s.Type == "WarmupCosineLR":
 		sch, err = optim.NewWarmupCosineLR(optim.WarmupCosineLRParams{TotalNumSteps: p.TotalNumSteps,
 			WarmupMinRatio: p.WarmupMinRatio, WarmupNumSteps: p.WarmupNumSteps, CosMinRatio: p.CosMinRatio,
 			WarmupType: p.WarmupType})
-	case "OneCycle":
+	case s.Type == "OneCycle":
 		second, _ := p.CycleSecondStepSize.Get()
 		sch, err = optim.NewOneCycle(optim.OneCycleParams{CycleMinLR: p.CycleMinLR, CycleMaxLR: p.CycleMaxLR,
 			DecayLRRate: p.DecayLRRate, CycleFirstStepSize: p.CycleFirstStepSize, CycleSecondStepSize: second,
 			DecayStepSize: p.DecayStepSize, CycleMomentum: p.CycleMomentum, CycleMinMom: p.CycleMinMom,
 			CycleMaxMom: p.CycleMaxMom, DecayMomRate: p.DecayMomRate})
-	case "LRRangeTest":
+	case s.Type == "LRRangeTest":
 		sch, err = optim.NewLRRangeTest(optim.LRRangeTestParams{MinLR: p.LRRangeTestMinLR,
 			StepSize: p.LRRangeTestStepSize, StepRate: p.LRRangeTestStepRate, Staircase: p.LRRangeTestStaircase})
 	default:

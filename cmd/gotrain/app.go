@@ -13,6 +13,8 @@ var Version = "dev"
 // newApp builds a fresh command tree writing to stdout and stderr, so tests can
 // run commands in-process.
 func newApp(stdout, stderr io.Writer) *cli.App {
+	cmds := commands()
+	setUsageErrors(cmds)
 	return &cli.App{
 		Name:  "gotrain",
 		Usage: "train GPT-family models data-parallel with ZeRO 0-3 from a DeepSpeed JSON config",
@@ -26,7 +28,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,
 		Suggest:              true,
-		Commands:             commands(),
+		Commands:             cmds,
+		OnUsageError:         usageError,
 		// Errors, exit codes included, are printed and turned into the exit
 		// status by main; urfave's default handler would exit mid-Run.
 		ExitErrHandler: func(*cli.Context, error) {},
@@ -54,26 +57,28 @@ func impliedTrain(args []string) []string {
 	return append(out, args[1:]...)
 }
 
-// commands lists every subcommand, one file each.
+// commands lists every subcommand, one file each, with the Hugging Face
+// names of their flags (compat_flags.go). Commands that take no positional
+// argument refuse one.
 func commands() []*cli.Command {
-	return []*cli.Command{
-		withFlags(trainCommand(), append(compatTrainFlags(), memoryCheckFlags()...)...),
+	return withHFNames([]*cli.Command{
+		refuseArgs(withFlags(trainCommand(), append(autoFlags(), memoryCheckFlags()...)...)),
 		sampleCommand(),
 		configCommand(),
-		withFlags(estimateCommand(), estimateMemoryFlags()...),
+		refuseArgs(withFlags(estimateCommand(), append(autoFlags(), estimateMemoryFlags()...)...)),
 		plotCommand(),
 		checkpointCommand(),
 		dataCommand(),
 		tokenizeCommand(),
 		withFlags(launchCommand(), launchCompatFlags()...),
 		slurmCommand(),
-		withFlags(doctorCommand(), append(doctorCommFlags(), append(doctorSelftestFlags(), doctorE2EFlags()...)...)...),
-		benchCommand(),
-		versionCommand(),
-	}
+		refuseArgs(withFlags(doctorCommand(), append(doctorCommFlags(), append(doctorSelftestFlags(), doctorE2EFlags()...)...)...)),
+		refuseArgs(benchCommand()),
+		refuseArgs(versionCommand()),
+	})
 }
 
-// withFlags adds flags to cmd: the Hugging Face spellings of train
+// withFlags adds flags to cmd: the flags shared between commands
 // (compat_flags.go) live beside the command rather than in its list.
 func withFlags(cmd *cli.Command, flags ...cli.Flag) *cli.Command {
 	cmd.Flags = append(cmd.Flags, flags...)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -23,7 +24,12 @@ import (
 //     DeepSpeed's and torch's launchers append, are dropped: the rank comes
 //     from the environment (LOCAL_RANK), which those launchers also set;
 //   - `--resume_from_checkpoint [DIR]` becomes --resume DIR, or --resume auto
-//     without a directory (Hugging Face's "True").
+//     without a directory (Hugging Face's "True");
+//   - a boolean flag followed by a truth word takes it as its value, as
+//     Hugging Face's argument parser does (`--bf16 False`, `--bf16 no`), and
+//     `--bf16=yes` is spelled as urfave reads it: urfave's booleans take a
+//     value only after "=", so the word would otherwise be a positional
+//     argument and the flag true.
 //
 // Everything after `--`, and everything after `gotrain launch`'s command
 // name (the ranks' own command line, rewritten by each rank), is left alone.
@@ -129,6 +135,18 @@ func reorderFlags(cmd *cli.Command, args []string) []string {
 			flags = append(flags, "--resume", v)
 			continue
 		}
+		if isBoolFlag(cmd, name) {
+			if hasValue {
+				if b, ok := truthWord(value); ok {
+					a = "--" + name + "=" + strconv.FormatBool(b)
+				}
+			} else if v, ok := nextValue(); ok {
+				if b, ok := truthWord(v); ok {
+					a = "--" + name + "=" + strconv.FormatBool(b)
+					i++
+				}
+			}
+		}
 		flags = append(flags, a)
 		if !hasValue && takesValue(cmd, name) {
 			if i+1 < len(args) {
@@ -143,6 +161,24 @@ func reorderFlags(cmd *cli.Command, args []string) []string {
 func isBoolWord(s string) bool {
 	l := strings.ToLower(s)
 	return l == "true" || l == "false"
+}
+
+// truthWord reads s as Hugging Face's string_to_bool does (yes, true, t, y,
+// 1 / no, false, f, n, 0, in any case); ok is false for anything else.
+func truthWord(s string) (value, ok bool) {
+	switch strings.ToLower(s) {
+	case "yes", "true", "t", "y", "1":
+		return true, true
+	case "no", "false", "f", "n", "0":
+		return false, true
+	}
+	return false, false
+}
+
+// isBoolFlag reports whether cmd's flag name is a boolean.
+func isBoolFlag(cmd *cli.Command, name string) bool {
+	_, ok := lookupFlag(cmd, name).(*cli.BoolFlag)
+	return ok
 }
 
 // hasFlag reports whether cmd has a flag called name (or aliased so).

@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotrain/gotrain/config"
+	"github.com/gotrain/gotrain/model"
 )
 
 // configCommand is `gotrain config`: validate, explain and generate DeepSpeed JSON configs.
@@ -85,18 +87,19 @@ func cfgParseArgs(c *cli.Context) (*cfgArgs, error) {
 		}
 	}
 	set.Visit(func(f *flag.Flag) { a.late[primary[f.Name]] = f.Value.String() })
-	if a.bool("help") {
+	if a.Bool("help") {
 		return nil, cli.ShowSubcommandHelp(c)
 	}
 	return a, nil
 }
 
-func (a *cfgArgs) isSet(name string) bool {
+// IsSet, Int, Float64, Bool and String read a flag given before or after FILE (flagValues).
+func (a *cfgArgs) IsSet(name string) bool {
 	_, ok := a.late[name]
 	return ok || a.c.IsSet(name)
 }
 
-func (a *cfgArgs) int(name string) int {
+func (a *cfgArgs) Int(name string) int {
 	if v, ok := a.late[name]; ok {
 		if i, err := strconv.Atoi(v); err == nil {
 			return i
@@ -105,7 +108,7 @@ func (a *cfgArgs) int(name string) int {
 	return a.c.Int(name)
 }
 
-func (a *cfgArgs) bool(name string) bool {
+func (a *cfgArgs) Bool(name string) bool {
 	if v, ok := a.late[name]; ok {
 		if b, err := strconv.ParseBool(v); err == nil {
 			return b
@@ -114,7 +117,16 @@ func (a *cfgArgs) bool(name string) bool {
 	return a.c.Bool(name)
 }
 
-func (a *cfgArgs) string(name string) string {
+func (a *cfgArgs) Float64(name string) float64 {
+	if v, ok := a.late[name]; ok {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f
+		}
+	}
+	return a.c.Float64(name)
+}
+
+func (a *cfgArgs) String(name string) string {
 	if v, ok := a.late[name]; ok {
 		return v
 	}
@@ -128,10 +140,10 @@ func cfgLoad(a *cfgArgs, worldSize int) (string, *config.Config, error) {
 		return "", nil, fmt.Errorf("config %s: expected one config FILE argument, got %d", c.Command.Name, len(a.pos))
 	}
 	file := a.pos[0]
-	opts := config.Options{Strict: !a.bool("allow-unknown-keys")}
+	opts := config.Options{Strict: !a.Bool("allow-unknown-keys")}
 	opts.Overrides.WorldSize = worldSize
-	if a.isSet("max-steps") {
-		opts.Overrides.TotalSteps = config.Some(a.int("max-steps"))
+	if err := autoOverrides(a, &opts.Overrides); err != nil {
+		return file, nil, err
 	}
 	cfg, err := cfgLoadAny(c, file, opts)
 	if cfg != nil {
@@ -182,19 +194,19 @@ func cfgValidateCommand() *cli.Command {
 			"rejects, and unknown keys (with the closest known key). With --nproc it also resolves the batch sizes\n" +
 			"(train_batch_size = micro batch × gradient accumulation × world size) as DeepSpeed would.\n" +
 			"Prints warnings, then \"FILE: OK\" or the errors; exits non-zero on errors.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "nproc", Usage: "data-parallel world size to check the batch sizes for (not checked when omitted)"},
 			cfgAllowUnknownFlag(),
 			cfgStepsFlag(),
-		},
+		}, autoFlags()...),
 		Action: func(c *cli.Context) error {
 			a, err := cfgParseArgs(c)
 			if a == nil || err != nil {
 				return err
 			}
 			ws := 0
-			if a.isSet("nproc") {
-				ws = a.int("nproc")
+			if a.IsSet("nproc") {
+				ws = a.Int("nproc")
 				if ws < 1 {
 					return fmt.Errorf("config validate: --nproc must be at least 1, got %d", ws)
 				}
@@ -218,23 +230,27 @@ func cfgExplainCommand() *cli.Command {
 			"from DeepSpeed's defaults, from \"auto\", from deprecated keys or from inference, and keys gotrain ignores\n" +
 			"or does not support. Then the batch sizes for --nproc ranks and, with --seq-len, the tokens per step.\n" +
 			"Values only the run knows (\"auto\" total_num_steps without --max-steps, the batch sizes without --nproc,\n" +
-			"bucket sizes that follow the model's width) read \"auto → filled at run time from ...\"; they are not errors.",
-		Flags: []cli.Flag{
+			"bucket sizes that follow the model's width) read \"auto → filled at run time from ...\"; they are not errors.\n" +
+			"The flags that fill \"auto\" in train (--bf16, --micro-batch-size, --lr, --lr-scheduler-type, ...) fill it\n" +
+			"here the same way, so the summary describes the run train starts.",
+		Flags: append(append([]cli.Flag{
 			&cli.IntFlag{Name: "nproc", DefaultText: "the run's", Usage: "data-parallel world size (number of ranks); without it the batch sizes that depend on it read \"filled at run time\""},
 			&cli.IntFlag{Name: "seq-len", Usage: "sequence length T, to print tokens per optimizer step"},
+			&cli.BoolFlag{Name: "non-default", Aliases: []string{"non_default"}, Usage: "print only the keys whose value differs from DeepSpeed's default (the batch sizes, optimizer, scheduler and summary always)"},
+			&cli.BoolFlag{Name: "gradient-checkpointing", Aliases: []string{"gradient_checkpointing"}, Usage: "the run's --gradient-checkpointing, for the summary"},
 			cfgAllowUnknownFlag(),
 			cfgStepsFlag(),
-		},
+		}, autoFlags()...), loraFlags(false)...),
 		Action: func(c *cli.Context) error {
 			a, err := cfgParseArgs(c)
 			if a == nil || err != nil {
 				return err
 			}
-			ws := a.int("nproc")
-			if a.isSet("nproc") && ws < 1 {
+			ws := a.Int("nproc")
+			if a.IsSet("nproc") && ws < 1 {
 				return fmt.Errorf("config explain: --nproc must be at least 1, got %d", ws)
 			}
-			seqLen := a.int("seq-len")
+			seqLen := a.Int("seq-len")
 			if seqLen < 0 {
 				return fmt.Errorf("config explain: --seq-len must not be negative, got %d", seqLen)
 			}
@@ -242,7 +258,12 @@ func cfgExplainCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return config.Explain(c.App.Writer, cfg, ws, seqLen)
+			lora, err := loraConfig(c)
+			if err != nil {
+				return err
+			}
+			return config.ExplainWith(c.App.Writer, cfg, config.ExplainOptions{WorldSize: ws, SeqLen: seqLen,
+				NonDefault: a.Bool("non-default"), Checkpointing: a.Bool("gradient-checkpointing"), Trained: loraWords(lora)})
 		},
 	}
 }
@@ -341,4 +362,14 @@ func cfgWriteFile(path string, data []byte, force bool) error {
 		return fmt.Errorf("config generate: close %s: %w", path, err)
 	}
 	return nil
+}
+
+// loraWords says what a LoRA run trains, for config explain's summary; ""
+// without LoRA (every parameter trains).
+func loraWords(l *model.LoRA) string {
+	if l == nil {
+		return ""
+	}
+	return fmt.Sprintf("LoRA adapters r=%d, lora_alpha %g (scale %g) on %s; the base model frozen",
+		l.R, l.Alpha, l.Scale(), strings.Join(l.Target, ","))
 }

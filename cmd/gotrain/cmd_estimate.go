@@ -26,7 +26,8 @@ func estimateCommand() *cli.Command {
 			"precision, offload and activation checkpointing. Shows the steady footprint after start-up and\n" +
 			"the peak during a step (stage-3 gathered parameters, gradient reduction windows), the host total\n" +
 			"per node, and DeepSpeed's own model-states estimate for comparison. Nothing is allocated.\n" +
-			"`gotrain train` prints the measured numbers next to these at start-up.",
+			"`gotrain train` prints the measured numbers next to these at start-up. The flags that fill \"auto\" in\n" +
+			"train (--bf16, --micro-batch-size, ...) fill it here the same way, so both describe one run.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"deepspeed_config", "deepspeed"}, Usage: "DeepSpeed JSON config `FILE` (default: the embedded " + configs.Default + ")"},
 			&cli.StringFlag{Name: "model", Value: "gpt2-tiny", Usage: "model preset (" + strings.Join(model.PresetNames(), ", ") + "), a Hugging Face snapshot `DIR` or its config.json"},
@@ -36,8 +37,6 @@ func estimateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the estimate as JSON instead of a table"},
 			&cli.BoolFlag{Name: "gradient-checkpointing", Aliases: []string{"gradient_checkpointing"}, Usage: "count activations as train --gradient-checkpointing keeps them (also on when the config has an activation_checkpointing block)"},
 			&cli.IntFlag{Name: "max-steps", Value: config.DefaultMaxSteps, Usage: "optimizer steps of the run, as given to train: fills scheduler total_num_steps when it is \"auto\""},
-			&cli.IntFlag{Name: "micro-batch-size", Aliases: []string{"per_device_train_batch_size"}, Usage: "fills train_micro_batch_size_per_gpu: \"auto\", as for train"},
-			&cli.IntFlag{Name: "gradient-accumulation-steps", Aliases: []string{"gradient_accumulation_steps"}, Usage: "fills gradient_accumulation_steps: \"auto\", as for train"},
 			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},
 		}, loraFlags(false)...),
 		Action: runEstimate,
@@ -56,12 +55,9 @@ func runEstimate(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
 	}
-	ov := config.Overrides{Hidden: mcfg.C, WorldSize: nproc, TotalSteps: config.Some(c.Int("max-steps"))}
-	if c.IsSet("micro-batch-size") {
-		ov.MicroBatch = config.Some(c.Int("micro-batch-size"))
-	}
-	if c.IsSet("gradient-accumulation-steps") {
-		ov.GradAccum = config.Some(c.Int("gradient-accumulation-steps"))
+	ov := config.Overrides{Hidden: mcfg.C, WorldSize: nproc}
+	if err := autoOverrides(c, &ov); err != nil {
+		return err
 	}
 	cfg, err := loadTrainConfig(c.String("config"), config.Options{Strict: !c.Bool("allow-unknown-keys"), Overrides: ov})
 	if cfg != nil {
@@ -72,12 +68,12 @@ func runEstimate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	lora, err := loraConfig(c)
+	eo, err := runEstimateOptions(c, cfg)
 	if err != nil {
 		return err
 	}
-	est, err := trainer.Estimate(cfg, mcfg, nproc, c.Int("seq-len"), trainer.EstimateOptions{
-		Nodes: nodes, Checkpoint: c.Bool("gradient-checkpointing"), LoRA: lora, LoRAFP32: c.Bool("lora-fp32")})
+	eo.Nodes = nodes
+	est, err := trainer.Estimate(cfg, mcfg, nproc, c.Int("seq-len"), eo)
 	if err != nil {
 		return err
 	}
@@ -89,5 +85,17 @@ func runEstimate(c *cli.Context) error {
 	if err := formatEstimate(c.App.Writer, est); err != nil {
 		return err
 	}
-	return estimateAdvice(c, cfg, mcfg, nproc, nodes)
+	return estimateAdvice(c, cfg, mcfg, nproc, eo)
+}
+
+// runEstimateOptions are the estimate options of the run the flags and
+// cfg describe. train's memory check and start-up table and estimate's
+// table and --gpu-memory advice all take these, so they price one run.
+func runEstimateOptions(c *cli.Context, cfg *config.Config) (trainer.EstimateOptions, error) {
+	lora, err := loraConfig(c)
+	if err != nil {
+		return trainer.EstimateOptions{}, err
+	}
+	return trainer.EstimateOptions{Checkpoint: c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present,
+		LoRA: lora, LoRAFP32: lora != nil && c.Bool("lora-fp32")}, nil
 }

@@ -88,7 +88,7 @@ func launchCommand() *cli.Command {
 			&cli.BoolFlag{Name: "stdin-lifeline", Hidden: true, Usage: "stop all ranks when stdin ends (the ssh connection closed)"},
 			&cli.BoolFlag{Name: "stdin-job-env", Hidden: true, Usage: "read the job's secret and id from the first line of stdin"},
 		},
-		Action: launchAction,
+		Action: withResumeHint(launchAction),
 	}
 }
 

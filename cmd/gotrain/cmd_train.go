@@ -62,6 +62,7 @@ func trainCommand() *cli.Command {
 			&cli.BoolFlag{Name: "allow-tf32", Usage: "let fp32 GEMMs on the GPU run on TF32 tensor cores (PyTorch's allow_tf32; off: true fp32, as the CPU)"},
 			&cli.Float64Flag{Name: "peak-flops", Usage: "peak FLOP/s of one rank for MFU (0: measure the sgemm roofline at start-up)"},
 			&cli.BoolFlag{Name: "allow-unknown-keys", Usage: "treat unknown DeepSpeed keys as warnings instead of errors"},
+			&cli.IntFlag{Name: "log-every", Usage: "print a progress line every `N` steps (0: the config's steps_per_print, else 10)"},
 			&cli.IntFlag{Name: "save-every", Usage: "save a checkpoint every `N` steps (always at the end and on SIGTERM/Ctrl-C)"},
 			&cli.IntFlag{Name: "save-total-limit", Usage: "keep only the newest `K` checkpoints (0: all); older ones go only after a newer one is complete"},
 			&cli.StringFlag{Name: "resume", Value: "never", Usage: "never (start afresh; refused when <output-dir>/checkpoints holds tags), auto (continue from checkpoints/latest, or the newest tag that verifies; afresh when there is none: what a requeued job passes), or a checkpoints or global_step `DIR`"},
@@ -69,13 +70,6 @@ func trainCommand() *cli.Command {
 			&cli.BoolFlag{Name: "allow-config-change", Usage: "resume although the learning rate, schedule, batch sizes, precision or model differ from the checkpoint's (the differences are listed either way)"},
 			&cli.StringFlag{Name: "metrics-addr", Value: metrics.DefaultMetricsAddr, Usage: "Prometheus endpoint (/metrics, /healthz) `HOST:PORT`; each local rank adds its LOCAL_RANK to the port; 0.0.0.0:PORT to be scraped from elsewhere; off to disable"},
 			&cli.DurationFlag{Name: "comm-timeout", Value: comm.DefaultTimeout, Usage: "deadline of every collective and of the rendezvous (a hung peer fails the run after this)"},
-			// "auto" sources, named as Hugging Face TrainingArguments name them.
-			&cli.IntFlag{Name: "micro-batch-size", Aliases: []string{"per_device_train_batch_size"}, Usage: "fills train_micro_batch_size_per_gpu: \"auto\""},
-			&cli.IntFlag{Name: "gradient-accumulation-steps", Aliases: []string{"gradient_accumulation_steps"}, Usage: "fills gradient_accumulation_steps: \"auto\""},
-			&cli.Float64Flag{Name: "lr", Aliases: []string{"learning_rate"}, Usage: "fills optimizer lr and warmup_max_lr: \"auto\""},
-			&cli.Float64Flag{Name: "weight-decay", Aliases: []string{"weight_decay"}, Usage: "fills optimizer weight_decay: \"auto\""},
-			&cli.Float64Flag{Name: "max-grad-norm", Aliases: []string{"max_grad_norm"}, Usage: "fills gradient_clipping: \"auto\""},
-			&cli.IntFlag{Name: "warmup-steps", Aliases: []string{"warmup_steps"}, Usage: "fills scheduler warmup_num_steps: \"auto\""},
 		}, loraFlags(true)...),
 		Action: runTrain,
 	}
@@ -288,23 +282,8 @@ func snapshotDir(c *cli.Context) string {
 // trainConfig loads the DeepSpeed config with the flags that fill its
 // "auto" values, prints its warnings on rank 0 and resolves the batch sizes.
 func trainConfig(c *cli.Context, rk launch.Rank, mcfg model.Config) (*config.Config, config.Batch, error) {
-	ov := config.Overrides{WorldSize: rk.WorldSize, Hidden: mcfg.C, TotalSteps: config.Some(c.Int("max-steps"))}
-	for _, f := range []struct {
-		name string
-		set  func()
-	}{
-		{"micro-batch-size", func() { ov.MicroBatch = config.Some(c.Int("micro-batch-size")) }},
-		{"gradient-accumulation-steps", func() { ov.GradAccum = config.Some(c.Int("gradient-accumulation-steps")) }},
-		{"lr", func() { ov.LR = config.Some(c.Float64("lr")) }},
-		{"weight-decay", func() { ov.WeightDecay = config.Some(c.Float64("weight-decay")) }},
-		{"max-grad-norm", func() { ov.MaxGradNorm = config.Some(c.Float64("max-grad-norm")) }},
-		{"warmup-steps", func() { ov.WarmupSteps = config.Some(c.Int("warmup-steps")) }},
-	} {
-		if c.IsSet(f.name) {
-			f.set()
-		}
-	}
-	if err := compatOverrides(c, &ov); err != nil {
+	ov := config.Overrides{WorldSize: rk.WorldSize, Hidden: mcfg.C}
+	if err := autoOverrides(c, &ov); err != nil {
 		return nil, config.Batch{}, err
 	}
 	cfg, err := loadTrainConfig(c.String("config"), config.Options{Strict: !c.Bool("allow-unknown-keys"), Overrides: ov})
@@ -353,7 +332,7 @@ func trainOptions(c *cli.Context, cfg *config.Config, batch config.Batch, mcfg m
 		EvalEvery: c.Int("eval-every"), EvalBatches: c.Int("eval-batches"), Shuffle: c.Bool("shuffle"), Pack: c.Bool("pack"),
 		Checkpoint:     c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present,
 		CheckpointHost: cfg.ActivationCheckpointing.CPUCheckpointing,
-		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out,
+		OutputDir:      c.String("output-dir"), PeakFLOPS: peak, Log: out, PrintEvery: c.Int("log-every"),
 		SaveEvery: c.Int("save-every"), SaveTotalLimit: c.Int("save-total-limit"), Resume: c.String("resume"),
 		Overwrite: c.Bool("overwrite"), AllowConfigChange: c.Bool("allow-config-change"),
 		ConfigText: configText(c.String("config")), Version: Version,

@@ -261,7 +261,9 @@ func TestOneDefaultRunLength(t *testing.T) {
 
 // TestLaunchAccelerateConfigFile: `gotrain launch --config_file accelerate.yaml
 // train ...` takes the world size from num_processes and trains with the
-// DeepSpeed config the file maps to (here FSDP SHARD_GRAD_OP: ZeRO-2).
+// DeepSpeed config the file maps to (here FSDP SHARD_GRAD_OP: ZeRO-2), which
+// it writes into the run's output directory, leaving a file of the same
+// name beside the YAML alone.
 func TestLaunchAccelerateConfigFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
@@ -269,25 +271,43 @@ func TestLaunchAccelerateConfigFile(t *testing.T) {
 	dir, modelCfg, shard := distFixture(t)
 	yaml := filepath.Join(dir, "accelerate.yaml")
 	os.WriteFile(yaml, []byte("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\nmixed_precision: 'no'\nnum_machines: 1\nnum_processes: 2\n"), 0o644)
+	users := filepath.Join(dir, "accelerate.deepspeed.json")
+	const mine = `{"train_micro_batch_size_per_gpu": 1} // the user's own`
+	os.WriteFile(users, []byte(mine), 0o644)
 	out := filepath.Join(dir, "run")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	args := []string{"launch", "--config_file", yaml, "--master_port", "0", "train", "--model", modelCfg, "--data", shard,
-		"--seq-len", "16", "--max-steps", "2", "--micro-batch-size", "2", "--output-dir", out, "--peak-flops", "1e9", "--threads", "1", "--metrics-addr", "off"}
+		"--seq-len", "16", "--max-steps", "2", "--micro-batch-size", "2", "--output_dir", out, "--peak-flops", "1e9", "--threads", "1", "--metrics-addr", "off"}
 	b, err := gotrainCmd(ctx, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("gotrain %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
-	for _, want := range []string{"2 rank(s), ZeRO stage 2, precision fp32", "is an Accelerate config (distributed_type FSDP)", "ignored: fsdp_config.fsdp_auto_wrap_policy"} {
+	converted := filepath.Join(out, "accelerate.deepspeed.json")
+	for _, want := range []string{"2 rank(s), ZeRO stage 2, precision fp32", "is an Accelerate config (distributed_type FSDP)", "ignored: fsdp_config.fsdp_auto_wrap_policy",
+		"wrote " + converted} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("output lacks %q:\n%s", want, b)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "accelerate.deepspeed.json")); err != nil {
-		t.Errorf("converted config not written: %v", err)
+	if got, err := os.ReadFile(converted); err != nil || !strings.HasPrefix(string(got), launchDeepSpeedMark) {
+		t.Errorf("converted config in the output directory: %v\n%s", err, got)
+	}
+	if got, _ := os.ReadFile(users); string(got) != mine {
+		t.Errorf("the file beside the YAML changed: %s", got)
 	}
 	if n := len(readLosses(t, filepath.Join(out, "metrics.jsonl"))); n != 2 {
 		t.Errorf("%d steps logged", n)
+	}
+	// A second launch rewrites its own file; a file of that name gotrain
+	// did not write is refused, and kept.
+	os.WriteFile(converted, []byte(mine), 0o644)
+	b, err = gotrainCmd(ctx, append(args, "--resume", "auto")...).CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "gotrain did not write it") {
+		t.Errorf("a user's file in the output directory: %v\n%s", err, b)
+	}
+	if got, _ := os.ReadFile(converted); string(got) != mine {
+		t.Errorf("the user's file in the output directory changed: %s", got)
 	}
 }
 

@@ -95,7 +95,7 @@ func memoryPreflight(c *cli.Context, rk launch.Rank, dev *trainDevice, cfg *conf
 	if c.Bool("skip-memory-check") {
 		return nil, nil
 	}
-	lora, err := loraConfig(c)
+	eo, err := runEstimateOptions(c, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func memoryPreflight(c *cli.Context, rk launch.Rank, dev *trainDevice, cfg *conf
 	if free.Device == 0 && free.Host == 0 {
 		return nil, nil
 	}
-	mc, err := trainer.CheckMemory(cfg, m, rk.WorldSize, seqLen, trainer.EstimateOptions{Checkpoint: c.Bool("gradient-checkpointing") || cfg.ActivationCheckpointing.Present, LoRA: lora, LoRAFP32: c.Bool("lora-fp32")}, free)
+	mc, err := trainer.CheckMemory(cfg, m, rk.WorldSize, seqLen, eo, free)
 	if err != nil {
 		// The trainer meets the same problem (a schedule shorter than its
 		// warmup, say) and reports it in its own words; the check is not
@@ -186,7 +186,7 @@ func formatMemoryCheck(w io.Writer, mc trainer.MemoryCheck, free trainer.FreeMem
 
 // estimateAdvice prints, for estimate --gpu-memory, whether the run fits
 // that GPU and, if not, the remedies.
-func estimateAdvice(c *cli.Context, cfg *config.Config, m model.Config, nproc, nodes int) error {
+func estimateAdvice(c *cli.Context, cfg *config.Config, m model.Config, nproc int, eo trainer.EstimateOptions) error {
 	if !c.IsSet("gpu-memory") {
 		if c.IsSet("host-memory") {
 			return fmt.Errorf("--host-memory is checked with --gpu-memory; give both")
@@ -197,13 +197,13 @@ func estimateAdvice(c *cli.Context, cfg *config.Config, m model.Config, nproc, n
 	if err != nil {
 		return fmt.Errorf("--gpu-memory: %w", err)
 	}
-	free := trainer.FreeMemory{GPU: true, Device: gpu, HostRanks: nproc / nodes}
+	free := trainer.FreeMemory{GPU: true, Device: gpu, HostRanks: nproc / max(1, eo.Nodes)}
 	if c.IsSet("host-memory") {
 		if free.Host, err = parseByteSize(c.String("host-memory")); err != nil {
 			return fmt.Errorf("--host-memory: %w", err)
 		}
 	}
-	mc, err := trainer.CheckMemory(cfg, m, nproc, c.Int("seq-len"), trainer.EstimateOptions{Nodes: nodes, Checkpoint: c.Bool("gradient-checkpointing")}, free)
+	mc, err := trainer.CheckMemory(cfg, m, nproc, c.Int("seq-len"), eo, free)
 	if err != nil {
 		return err
 	}
