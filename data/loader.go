@@ -157,7 +157,8 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	}
 	if len(l.shards) == 0 {
 		return nil, fmt.Errorf("data loader: no token shard holds one batch group for B=%d T=%d on %d ranks: "+
-			"a group needs N·B·T+1 = %d tokens, the largest shard (%s) has %d",
+			"a group needs N·B·T+1 = %d tokens, the largest shard (%s) has %d; "+
+			"lower the micro-batch size (train_micro_batch_size_per_gpu), the sequence length or the number of ranks, or add tokens",
 			opts.B, opts.T, opts.WorldSize, need, largest.path, largest.header.NumTokens)
 	}
 	built = true
