@@ -192,28 +192,8 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 			Completion: opts.CompletionField, Messages: opts.MessagesField}, opts.ChatFormat)}
 	p.sum.Kinds = map[string]int64{}
 	err = p.run(ctx)
-	recorded := p.tokenizerRecorded()
-	if err == nil && recorded && p.idsFirst {
-		err = checkRowIDs(opts.Tokenizer, train, val)
-	}
 	if err == nil {
-		err = train.finish()
-	}
-	if err == nil {
-		err = val.finish()
-	}
-	// After finish: the last shard of each split is closed only there.
-	if err == nil && (opts.Tokenizer == nil || p.idsFirst) {
-		format, err = narrowShards(train, val)
-	}
-	if err == nil && train.docs+val.docs == 0 {
-		err = fmt.Errorf("prepare: the inputs hold no documents")
-	}
-	if err == nil && recorded {
-		err = WriteTokenizerInfo(opts.OutputDir, opts.Tokenizer)
-	}
-	if err == nil && !recorded {
-		err = removeStaleTokenizerRecord(opts.OutputDir)
+		format, err = p.finish(format)
 	}
 	if bar != nil {
 		_ = bar.Finish()
@@ -235,15 +215,21 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 			}
 		}
 	}
+	p.summarize(&sum, format)
+	sum.Elapsed = time.Since(start)
+	return sum, nil
+}
+
+// summarize fills in what a finished prepare wrote: the splits, the
+// tokenizer (or none, with the ids the rows hold), the format and rows.
+func (p *pipeline) summarize(sum *PrepareSummary, format ShardFormat) {
+	train, val := p.train, p.val
 	sum.Train = train.summary()
 	sum.Val = val.summary()
-	if recorded {
-		sum.Tokenizer = InfoOf(opts.Tokenizer)
+	if p.tokenizerRecorded() {
+		sum.Tokenizer = InfoOf(p.opts.Tokenizer)
 	} else {
-		sum.Tokenizer = TokenizerInfo{Tokenizer: "none (pre-tokenized input_ids)", VocabSize: int(train.maxID + 1), EOT: -1}
-		if val.maxID >= train.maxID {
-			sum.Tokenizer.VocabSize = int(val.maxID + 1)
-		}
+		sum.Tokenizer = TokenizerInfo{Tokenizer: "none (pre-tokenized input_ids)", VocabSize: int(max(train.maxID, val.maxID) + 1), EOT: -1}
 	}
 	sum.Format = format
 	if p.rowMode == 1 {
@@ -252,8 +238,6 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 	sum.InputBytes = p.readBytes
 	sum.InputFiles = p.filesRead
 	sum.SkippedLines = p.skippedLines
-	sum.Elapsed = time.Since(start)
-	return sum, nil
 }
 
 // ShardFormatFor is the shard format for a vocabulary of vocab ids: llm.c's
@@ -580,6 +564,39 @@ type pipeline struct {
 	// are written as without a tokenizer, and tokenized that a later row
 	// needed the tokenizer after all.
 	idsFirst, tokenized bool
+}
+
+// finish closes both splits' last shards, narrows the shards of rows
+// written without a tokenizer to the width their ids need, and writes the
+// tokenizer record, or removes a stale one when none is recorded. It
+// returns the shards' format.
+func (p *pipeline) finish(format ShardFormat) (ShardFormat, error) {
+	tok, recorded := p.opts.Tokenizer, p.tokenizerRecorded()
+	if recorded && p.idsFirst {
+		if err := checkRowIDs(tok, p.train, p.val); err != nil {
+			return format, err
+		}
+	}
+	if err := p.train.finish(); err != nil {
+		return format, err
+	}
+	if err := p.val.finish(); err != nil {
+		return format, err
+	}
+	// After finish: the last shard of each split is closed only there.
+	if tok == nil || p.idsFirst {
+		var err error
+		if format, err = narrowShards(p.train, p.val); err != nil {
+			return format, err
+		}
+	}
+	if p.train.docs+p.val.docs == 0 {
+		return format, fmt.Errorf("prepare: the inputs hold no documents")
+	}
+	if recorded {
+		return format, WriteTokenizerInfo(p.opts.OutputDir, tok)
+	}
+	return format, removeStaleTokenizerRecord(p.opts.OutputDir)
 }
 
 // tokenizerRecorded reports whether the data set's tokenizer is recorded

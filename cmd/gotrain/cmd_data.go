@@ -65,8 +65,7 @@ func dataPrepareCommand() *cli.Command {
 				Value: "gpt2",
 				Usage: "tokenizer: gpt2 (GPT-2 BPE, 50257 ids, EOT 50256, built in, nothing downloaded), byte (UTF-8 bytes, 257 ids, EOT 256), " +
 					"a Hugging Face tokenizer.json, or a directory holding one (a model snapshot: Qwen2/Qwen3, Llama 3, GPT-2 byte-level BPE), " +
-					"whose files are copied beside the shards; none for pre-tokenized {input_ids, labels} rows (the shard width then follows the largest id). " +
-					"Without the flag, rows that carry input_ids need no tokenizer: data of such rows only is prepared as with none",
+					"whose files are copied beside the shards; none for pre-tokenized {input_ids, labels} rows (the shard width then follows the largest id; without the flag, data of such rows only is prepared as with none)",
 			},
 			&cli.StringFlag{
 				Name:     "output",
