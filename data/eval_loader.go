@@ -96,8 +96,12 @@ func NewEvalLoader(opts LoaderOptions, maxBatches int) (*EvalLoader, error) {
 	}
 	if e.total == 0 {
 		e.Close()
+		what := paths[0]
+		if len(paths) > 1 {
+			what = fmt.Sprintf("the %d shards %s, ...", len(paths), paths[0])
+		}
 		return nil, fmt.Errorf("eval loader: %s hold no sample to score (a row, or two tokens of a stream); "+
-			"pass validation shards that hold some, or evaluate without validation data", paths[0])
+			"pass validation shards that hold some, or evaluate without validation data", what)
 	}
 	e.batches = (e.total + e.b*e.world - 1) / (e.b * e.world)
 	e.numBatches = e.batches
