@@ -157,8 +157,8 @@ func (r *run) checkConfig(ck *checkpoint.Reader, pos data.LoaderState) error {
 	}
 	why := ""
 	if layoutMath {
+		fmt.Fprintf(r.o.Log, "  the new batch layout takes other samples per step: %v\n", split)
 		why = fmt.Sprintf(" (the new batch layout takes other samples per step: %v)", split)
-		fmt.Fprintf(r.o.Log, "  the batch layout changes the math:%s\n", why)
 	}
 	if len(math) > 0 && !r.o.AllowConfigChange {
 		return fmt.Errorf("--resume %s: these settings differ from the checkpoint's and change what training computes: %s%s; restore them, or pass --allow-config-change to continue with the new values",
