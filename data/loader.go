@@ -50,6 +50,12 @@ type LoaderState struct {
 	GroupRows int64 `json:"group_rows,omitempty"`
 }
 
+// shardSize is a shard's path and token count.
+type shardSize struct {
+	path   string
+	tokens int64
+}
+
 type loaderShard struct {
 	path   string
 	header ShardHeader
@@ -70,6 +76,7 @@ type Loader struct {
 	seed            uint64
 	shards          []loaderShard
 	skipped         []string
+	sizes           []shardSize // every shard, skipped ones too, in lexical order
 
 	st         LoaderState
 	shardOrder []int   // shard indices in this epoch's order
@@ -112,23 +119,20 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	}
 	need := l.GroupTokens() + 1
 	var largest loaderShard
-	var all []loaderShard
+	all, masked, err := openLoaderShards(paths, l.vocab)
+	if err != nil {
+		return nil, fmt.Errorf("data loader: %w", err)
+	}
+	l.masked = masked
 	built := false
 	defer func() {
 		if !built {
 			closeMasks(all)
 		}
 	}()
-	for i, p := range paths {
-		h, err := openAndCheckShard(p, l.vocab)
-		if err != nil {
-			return nil, fmt.Errorf("data loader: %w", err)
-		}
-		s := loaderShard{path: p, header: h, groups: (h.NumTokens - 1) / l.GroupTokens()}
-		if s.mask, err = openCompanion(p, h, l.vocab, i == 0, &l.masked); err != nil {
-			return nil, fmt.Errorf("data loader: %w", err)
-		}
-		all = append(all, s)
+	for i := range all {
+		all[i].groups = (all[i].header.NumTokens - 1) / l.GroupTokens()
+		l.sizes = append(l.sizes, shardSize{all[i].path, all[i].header.NumTokens})
 	}
 	if l.masked && !opts.Pack {
 		if l.rows, err = newRowLoader(all, opts); err != nil {
@@ -153,7 +157,8 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	}
 	if len(l.shards) == 0 {
 		return nil, fmt.Errorf("data loader: no token shard holds one batch group for B=%d T=%d on %d ranks: "+
-			"a group needs N·B·T+1 = %d tokens, the largest shard (%s) has %d",
+			"a group needs N·B·T+1 = %d tokens, the largest shard (%s) has %d; "+
+			"lower the micro-batch size (train_micro_batch_size_per_gpu), the sequence length or the number of ranks, or add tokens",
 			opts.B, opts.T, opts.WorldSize, need, largest.path, largest.header.NumTokens)
 	}
 	built = true
@@ -371,6 +376,30 @@ func (l *Loader) Close() error {
 	err := l.file.Close()
 	l.file, l.fileIdx = nil, -1
 	return err
+}
+
+// openLoaderShards validates every shard at paths (header, size, token ids
+// below vocab) and opens its loss-mask companion, if any: masked reports
+// whether they have companions (all or none may). On error nothing stays
+// open. The caller fills in groups.
+func openLoaderShards(paths []string, vocab int64) (all []loaderShard, masked bool, err error) {
+	defer func() {
+		if err != nil {
+			closeMasks(all)
+		}
+	}()
+	for i, p := range paths {
+		h, err := openAndCheckShard(p, vocab)
+		if err != nil {
+			return all, false, err
+		}
+		s := loaderShard{path: p, header: h}
+		if s.mask, err = openCompanion(p, h, vocab, i == 0, &masked); err != nil {
+			return all, false, err
+		}
+		all = append(all, s)
+	}
+	return all, masked, nil
 }
 
 // openAndCheckShard reads a shard's header and checks its token ids against

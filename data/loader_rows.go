@@ -84,7 +84,8 @@ func newRowLoader(shards []loaderShard, o LoaderOptions) (*rowLoader, error) {
 	total := r.base[len(shards)]
 	r.groups = total / r.nb
 	if r.groups == 0 {
-		return nil, fmt.Errorf("the shards hold %d rows, fewer than one micro-step's B·N = %d·%d on all ranks", total, o.B, o.WorldSize)
+		return nil, fmt.Errorf("the shards hold %d rows, fewer than one micro-step's B·N = %d·%d on all ranks; "+
+			"lower the micro-batch size (train_micro_batch_size_per_gpu) or the number of ranks, or add rows", total, o.B, o.WorldSize)
 	}
 	if total > 1<<31-1 {
 		return nil, fmt.Errorf("%d rows are more than a row loader indexes", total)

@@ -2,9 +2,7 @@ package data
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -331,49 +329,6 @@ func TestLoaderLlama3Shard(t *testing.T) {
 			t.Fatal(err)
 		}
 		expectBatch(t, "llama3", in, tg, 100000+p)
-	}
-}
-
-func TestEvalLoader(t *testing.T) {
-	dir := t.TempDir()
-	seqShard(t, filepath.Join(dir, "val_000000.bin"), 0, 100)
-	seqShard(t, filepath.Join(dir, "val_000001.bin"), 30000, 60)
-	const B, T, N, r = 2, 3, 2, 0
-	var want []int
-	for _, p := range llmcPositions(100, B, T, N, r) {
-		want = append(want, p)
-	}
-	for _, p := range llmcPositions(60, B, T, N, r) {
-		want = append(want, 30000+p)
-	}
-	opts := LoaderOptions{Shards: []string{filepath.Join(dir, "val_*.bin")}, B: B, T: T, Rank: r, WorldSize: N, Vocab: 50257}
-	for _, tc := range []struct{ max, n int }{{0, len(want)}, {-1, len(want)}, {5, 5}, {len(want) + 10, len(want)}} {
-		e, err := NewEvalLoader(opts, tc.max)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.NumBatches() != int64(tc.n) {
-			t.Fatalf("max %d: NumBatches %d, want %d", tc.max, e.NumBatches(), tc.n)
-		}
-		in, tg := make([]int32, B*T), make([]int32, B*T)
-		for pass := range 2 {
-			for i := range tc.n {
-				if err := e.Next(in, tg); err != nil {
-					t.Fatal(err)
-				}
-				// A short eval takes batches evenly spaced over the split.
-				j := i * len(want) / tc.n
-				expectBatch(t, fmt.Sprintf("max %d pass %d batch %d", tc.max, pass, i), in, tg, want[j])
-			}
-			if err := e.Next(in, tg); !errors.Is(err, io.EOF) {
-				t.Fatalf("after %d batches: %v, want io.EOF", tc.n, err)
-			}
-			e.Reset()
-		}
-		e.Close()
-	}
-	if _, err := NewEvalLoader(LoaderOptions{Shards: opts.Shards, B: 1, T: 1, WorldSize: 1, Shuffle: true, Vocab: 50257}, 1); err == nil {
-		t.Fatal("a shuffled eval loader was accepted")
 	}
 }
 

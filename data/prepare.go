@@ -71,6 +71,13 @@ type PrepareOptions struct {
 	Workers int
 	// Progress, if not nil, receives a progress bar (meant for a terminal).
 	Progress io.Writer
+	// DefaultTokenizer says Tokenizer is a default, not the user's choice:
+	// rows that carry their own ids then need none, so a data set of
+	// {input_ids, labels} rows only is prepared as without a tokenizer
+	// (its ids unchecked against the default's vocabulary, no
+	// tokenizer.json: the shards' headers record the largest id, which
+	// the loader checks against the model's vocabulary).
+	DefaultTokenizer bool
 }
 
 // SplitSummary describes what one split received.
@@ -185,20 +192,8 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 			Completion: opts.CompletionField, Messages: opts.MessagesField}, opts.ChatFormat)}
 	p.sum.Kinds = map[string]int64{}
 	err = p.run(ctx)
-	if err == nil && opts.Tokenizer == nil {
-		format, err = narrowShards(train, val)
-	}
 	if err == nil {
-		err = train.finish()
-	}
-	if err == nil {
-		err = val.finish()
-	}
-	if err == nil && train.docs+val.docs == 0 {
-		err = fmt.Errorf("prepare: the inputs hold no documents")
-	}
-	if err == nil && opts.Tokenizer != nil {
-		err = WriteTokenizerInfo(opts.OutputDir, opts.Tokenizer)
+		format, err = p.finish(format)
 	}
 	if bar != nil {
 		_ = bar.Finish()
@@ -220,15 +215,21 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 			}
 		}
 	}
+	p.summarize(&sum, format)
+	sum.Elapsed = time.Since(start)
+	return sum, nil
+}
+
+// summarize fills in what a finished prepare wrote: the splits, the
+// tokenizer (or none, with the ids the rows hold), the format and rows.
+func (p *pipeline) summarize(sum *PrepareSummary, format ShardFormat) {
+	train, val := p.train, p.val
 	sum.Train = train.summary()
 	sum.Val = val.summary()
-	if opts.Tokenizer != nil {
-		sum.Tokenizer = InfoOf(opts.Tokenizer)
+	if p.tokenizerRecorded() {
+		sum.Tokenizer = InfoOf(p.opts.Tokenizer)
 	} else {
-		sum.Tokenizer = TokenizerInfo{Tokenizer: "none (pre-tokenized input_ids)", VocabSize: int(train.maxID + 1), EOT: -1}
-		if val.maxID >= train.maxID {
-			sum.Tokenizer.VocabSize = int(val.maxID + 1)
-		}
+		sum.Tokenizer = TokenizerInfo{Tokenizer: "none (pre-tokenized input_ids)", VocabSize: int(max(train.maxID, val.maxID) + 1), EOT: -1}
 	}
 	sum.Format = format
 	if p.rowMode == 1 {
@@ -237,8 +238,6 @@ func Prepare(ctx context.Context, opts PrepareOptions) (PrepareSummary, error) {
 	sum.InputBytes = p.readBytes
 	sum.InputFiles = p.filesRead
 	sum.SkippedLines = p.skippedLines
-	sum.Elapsed = time.Since(start)
-	return sum, nil
 }
 
 // ShardFormatFor is the shard format for a vocabulary of vocab ids: llm.c's
@@ -490,6 +489,38 @@ func narrowShards(splits ...*splitWriter) (ShardFormat, error) {
 	return ShardGPT2, nil
 }
 
+// checkRowIDs refuses {input_ids, labels} rows whose ids lie beyond the
+// default tokenizer that other rows of the data set needed: the ids were
+// made by another tokenizer, which must then be named.
+func checkRowIDs(tok Tokenizer, splits ...*splitWriter) error {
+	for _, s := range splits {
+		if s.maxID >= int64(tok.VocabSize()) {
+			return fmt.Errorf("prepare: the {input_ids, labels} rows hold id %d, beyond the %d ids of tokenizer %s that the other rows were tokenized with; "+
+				"pass --tokenizer with the tokenizer that made the ids", s.maxID, tok.VocabSize(), tok.Name())
+		}
+	}
+	return nil
+}
+
+// removeStaleTokenizerRecord removes gotrain's own tokenizer record from
+// dir, left by an earlier prepare there, when the shards written now have
+// no tokenizer: it would describe them wrongly. A Hugging Face
+// tokenizer.json (a model's) is never touched.
+func removeStaleTokenizerRecord(dir string) error {
+	path := filepath.Join(dir, TokenizerInfoFile)
+	b, err := regularfile.Read("tokenizer info", path, maxTokenizerInfoBytes)
+	if err != nil || isHFTokenizerJSON(b) {
+		return nil // absent, unreadable (not ours to judge) or a model's
+	}
+	if _, err := ParseTokenizerInfo(path, b); err != nil {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("prepare: remove the earlier tokenizer record %s, which does not describe these pre-tokenized rows: %w", path, err)
+	}
+	return nil
+}
+
 // padID is what fills a short row's inputs: the tokenizer's pad token,
 // else its EOS, else its EOT; 0 without a tokenizer. Padded inputs come
 // after the row's last target, so with causal attention their value
@@ -527,6 +558,52 @@ type pipeline struct {
 	rows    *rowBuilder
 	rowMode int // 0: not known yet, 1: rows, -1: token stream
 	sum     RowSummary
+
+	// With a default tokenizer (PrepareOptions.DefaultTokenizer), idsFirst
+	// says the first record was an {input_ids, labels} row, so the shards
+	// are written as without a tokenizer, and tokenized that a later row
+	// needed the tokenizer after all.
+	idsFirst, tokenized bool
+}
+
+// finish closes both splits' last shards, narrows the shards of rows
+// written without a tokenizer to the width their ids need, and writes the
+// tokenizer record, or removes a stale one when none is recorded. It
+// returns the shards' format.
+func (p *pipeline) finish(format ShardFormat) (ShardFormat, error) {
+	tok, recorded := p.opts.Tokenizer, p.tokenizerRecorded()
+	if recorded && p.idsFirst {
+		if err := checkRowIDs(tok, p.train, p.val); err != nil {
+			return format, err
+		}
+	}
+	if err := p.train.finish(); err != nil {
+		return format, err
+	}
+	if err := p.val.finish(); err != nil {
+		return format, err
+	}
+	// After finish: the last shard of each split is closed only there.
+	if tok == nil || p.idsFirst {
+		var err error
+		if format, err = narrowShards(p.train, p.val); err != nil {
+			return format, err
+		}
+	}
+	if p.train.docs+p.val.docs == 0 {
+		return format, fmt.Errorf("prepare: the inputs hold no documents")
+	}
+	if recorded {
+		return format, WriteTokenizerInfo(p.opts.OutputDir, tok)
+	}
+	return format, removeStaleTokenizerRecord(p.opts.OutputDir)
+}
+
+// tokenizerRecorded reports whether the data set's tokenizer is recorded
+// beside the shards (and its vocabulary sizes the shards): a tokenizer
+// the user chose, or a default one that some record needed.
+func (p *pipeline) tokenizerRecorded() bool {
+	return p.opts.Tokenizer != nil && (!p.idsFirst || p.tokenized)
 }
 
 type document struct {
@@ -629,6 +706,16 @@ func (p *pipeline) write(w *splitWriter, source string, k rowKind, toks []int32,
 	}
 	if p.rowMode == 0 {
 		p.rowMode = mode
+		if p.opts.DefaultTokenizer && k == kindTokens {
+			// Written as without a tokenizer; the first shard opens after.
+			p.idsFirst = true
+			for _, sw := range []*splitWriter{p.train, p.val} {
+				sw.format, sw.pad = ShardLlama3, padID(nil)
+			}
+		}
+	}
+	if k != kindTokens {
+		p.tokenized = true
 	}
 	if mode != p.rowMode {
 		return fmt.Errorf("prepare: %s: a %s record among %s; a data set is either text documents (a token stream) or rows with loss masks, not both",
@@ -687,7 +774,12 @@ func (p *pipeline) tokenize(ctx context.Context, docs []document) chunkResult {
 					return chunkResult{err: fmt.Errorf("prepare: %s: the row has no tokens", d.source)}
 				}
 				vocab := maxTok
-				if p.opts.Tokenizer != nil {
+				switch {
+				case k == kindTokens && p.opts.DefaultTokenizer:
+					// Ids not made by the default tokenizer: the data's own
+					// largest id decides the shards' width.
+					vocab = ShardLlama3.MaxToken()
+				case p.opts.Tokenizer != nil:
 					vocab = min(vocab, int64(p.opts.Tokenizer.VocabSize()-1))
 				}
 				for j, id := range ids {

@@ -121,7 +121,7 @@ func newRunID() string {
 // differs from the checkpoint's, and refuses a difference that changes what
 // training computes unless AllowConfigChange. Checkpoints that predate the
 // stored settings are compared on what their meta.json has.
-func (r *run) checkConfig(ck *checkpoint.Reader) error {
+func (r *run) checkConfig(ck *checkpoint.Reader, pos data.LoaderState) error {
 	meta := ck.Meta()
 	stored, now := meta.Fields, r.fields
 	partial := len(stored) == 0
@@ -133,12 +133,21 @@ func (r *run) checkConfig(ck *checkpoint.Reader) error {
 	if len(diffs) == 0 {
 		return nil
 	}
+	split := r.sameSteps(diffs, pos, partial)
 	var math []string
+	layoutMath := false
 	fmt.Fprintf(r.o.Log, "resuming %s with settings that differ from the checkpoint's:\n", ck.Tag())
 	for _, d := range diffs {
 		note := ""
 		if r.entering && slices.Contains(stageOwned, d.Name) {
 			d.Math, note = false, "   (the new stage's)"
+		}
+		if layoutField(d.Name) {
+			if split == nil {
+				d.Math, note = false, "   (the same samples per step, in the same order)"
+			} else if d.Math {
+				layoutMath = true
+			}
 		}
 		if d.Math {
 			note = "   (changes the math)"
@@ -146,9 +155,14 @@ func (r *run) checkConfig(ck *checkpoint.Reader) error {
 		}
 		fmt.Fprintf(r.o.Log, "  %s: %s → %s%s\n", d.Name, d.A, d.B, note)
 	}
+	why := ""
+	if layoutMath {
+		fmt.Fprintf(r.o.Log, "  the new batch layout takes other samples per step: %v\n", split)
+		why = fmt.Sprintf(" (the new batch layout takes other samples per step: %v)", split)
+	}
 	if len(math) > 0 && !r.o.AllowConfigChange {
-		return fmt.Errorf("--resume %s: these settings differ from the checkpoint's and change what training computes: %s; restore them, or pass --allow-config-change to continue with the new values",
-			ck.Tag(), strings.Join(math, "; "))
+		return fmt.Errorf("--resume %s: these settings differ from the checkpoint's and change what training computes: %s%s; restore them, or pass --allow-config-change to continue with the new values",
+			ck.Tag(), strings.Join(math, "; "), why)
 	}
 	return nil
 }
@@ -213,7 +227,7 @@ func (r *run) restore(ck *checkpoint.Reader) (startStep int, tokens int64, err e
 	if r.entering, err = r.enteringStage(ck.Tag(), int(meta.Step), ts.Stage); err != nil {
 		return 0, 0, err
 	}
-	if err := r.checkConfig(ck); err != nil {
+	if err := r.checkConfig(ck, ts.Data); err != nil {
 		return 0, 0, err
 	}
 	err = r.eng.RestoreState(func(kind string, off, n int) ([]float32, error) {

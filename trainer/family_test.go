@@ -161,6 +161,16 @@ func (f familyFixture) run(t *testing.T, world int, edit func(map[string]any)) s
 // directory; tweak adjusts each rank's options.
 func (f familyFixture) runIn(t *testing.T, dir string, world, steps int, edit func(map[string]any), tweak func(*trainer.Options)) string {
 	t.Helper()
+	out, err := f.runErr(t, dir, world, steps, edit, tweak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runErr is runIn returning the first rank's error.
+func (f familyFixture) runErr(t *testing.T, dir string, world, steps int, edit func(map[string]any), tweak func(*trainer.Options)) (string, error) {
+	t.Helper()
 	cfg, batch := f.config(t, world, edit)
 	shard := filepath.Join(dir, "train_000000.bin")
 	if err := data.WriteShard(shard, data.ShardGPT2, f.tokens); err != nil {
@@ -192,10 +202,7 @@ func (f familyFixture) runIn(t *testing.T, dir string, world, steps int, edit fu
 		_, err := trainer.Run(context.Background(), bes[r], o)
 		return err
 	})
-	if err := commtest.FirstErr(errs); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return out, commtest.FirstErr(errs)
 }
 
 // TestFamilyTrainingMatchesReference: every Llama-family case with a

@@ -65,7 +65,11 @@ func RunFields(o Options, extra ...Field) ([]Field, error) {
 		}
 		add("val_data", d, false)
 	}
-	add("eval", fmt.Sprintf("every %d steps, %d batches", o.EvalEvery, o.EvalBatches), false)
+	evalBatches := "all batches"
+	if o.EvalBatches > 0 {
+		evalBatches = fmt.Sprintf("at most %d batches", o.EvalBatches)
+	}
+	add("eval", fmt.Sprintf("every %d steps; %d samples per rank and batch; %s", o.EvalEvery, o.EvalBatchSize, evalBatches), false)
 	add("output_dir", filepath.Clean(o.OutputDir), false)
 	add("save", fmt.Sprintf("every %d steps, keep %d", o.SaveEvery, o.SaveTotalLimit), false)
 	if o.InitFrom != "" {

@@ -70,6 +70,8 @@ type run struct {
 	in, tg  []int32
 	curT    int // this step's sequence length: SeqLen, or curriculum_learning's (curriculum.go)
 	curStep int // the optimizer step running: with the rank and micro-batch, LoRA dropout's seed
+	// evalIn and evalTg hold one eval batch: EvalBatchSize rows of SeqLen.
+	evalIn, evalTg []int32
 
 	log       *metrics.JSONL
 	monitors  metrics.Monitors // DeepSpeed's csv_monitor and tensorboard (rank 0)
@@ -120,8 +122,11 @@ func normalize(be backend.Backend, o Options) (comm.Comm, Options, error) {
 	if err := checkCurriculum(o); err != nil {
 		return nil, o, err
 	}
-	if o.EvalBatches <= 0 {
-		o.EvalBatches = 20
+	if o.EvalBatchSize < 0 {
+		return nil, o, fmt.Errorf("the eval batch size must be ≥ 0 (0: the micro-batch size), got %d", o.EvalBatchSize)
+	}
+	if o.EvalBatchSize == 0 {
+		o.EvalBatchSize = o.Batch.MicroBatch
 	}
 	if o.Log == nil || c.Rank() != 0 {
 		o.Log = io.Discard
@@ -336,11 +341,13 @@ func (r *run) openData() error {
 		}
 	}
 	if len(o.ValData) > 0 {
-		vo := data.LoaderOptions{Shards: o.ValData, B: B, T: T, Rank: r.rank, WorldSize: r.world, Vocab: V, Pack: o.Pack}
+		E := o.EvalBatchSize
+		vo := data.LoaderOptions{Shards: o.ValData, B: E, T: T, Rank: r.rank, WorldSize: r.world, Vocab: V, Pack: o.Pack}
 		var err error
 		if r.val, err = data.NewEvalLoader(vo, o.EvalBatches); err != nil {
 			return fmt.Errorf("--val-data: %w", err)
 		}
+		r.evalIn, r.evalTg = make([]int32, E*T), make([]int32, E*T)
 	}
 	return nil
 }

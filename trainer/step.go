@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"time"
@@ -221,27 +220,6 @@ func (r *run) reduceLoss(ctx context.Context) (func() (float64, bool, error), er
 	return func() (float64, bool, error) { return float64(v[0]) / tokens, v[1] > 0, nil }, nil
 }
 
-// meanOverRanks averages a host value over the ranks (the eval loss).
-func (r *run) meanOverRanks(v float64) (float64, error) {
-	if r.world == 1 {
-		return v, nil
-	}
-	if err := backend.WriteF32(r.be, r.scalars.Slice(0, 1), []float32{float32(v)}); err != nil {
-		return 0, err
-	}
-	err := r.eng.Collective(r.cctx, "eval loss", func(ctx context.Context, c comm.Comm) error {
-		return c.AllReduce(ctx, r.scalars.Slice(0, 1), comm.Avg)
-	})
-	if err != nil {
-		return 0, err
-	}
-	out, err := backend.ReadF32(r.be, r.scalars.Slice(0, 1))
-	if err != nil {
-		return 0, err
-	}
-	return float64(out[0]), nil
-}
-
 // forwardBackwardMasked runs the step's micro-batches of masked data and
 // returns this rank's sum of token losses over its unmasked targets and
 // their count. The step's loss is that sum over all micro-batches and
@@ -448,55 +426,6 @@ func (r *run) finish() error {
 	path, err := save()
 	res.WeightsPath = path
 	return err
-}
-
-// evaluate returns the mean loss over the val loader's batches, averaged
-// over ranks (each reads its own chunks of the val split), and logs it as
-// step n's.
-func (r *run) evaluate(n int) (float64, error) {
-	r.val.Reset()
-	B, T := r.o.Batch.MicroBatch, r.o.SeqLen
-	masked := isMasked(r.val)
-	var sum float64
-	var count int64
-	k := 0
-	for {
-		err := r.val.Next(r.in, r.tg)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return 0, fmt.Errorf("eval: %w", err)
-		}
-		loss, err := r.m.Forward(r.in, r.tg, B, T)
-		if err != nil {
-			return 0, fmt.Errorf("eval: %w", err)
-		}
-		if masked {
-			// Weighted by unmasked targets, like the training loss.
-			n := countTargets(r.tg)
-			sum += float64(loss) * float64(n)
-			count += n
-		} else {
-			sum += float64(loss)
-		}
-		k++
-	}
-	if k == 0 {
-		return 0, fmt.Errorf("eval: the val data holds no batch of ranks × B·T + 1 = %d tokens", r.world*B*T+1)
-	}
-	var vl float64
-	var err error
-	if masked {
-		vl, _, _, err = r.reduceMasked(context.Background(), sum, count)
-	} else {
-		vl, err = r.meanOverRanks(sum / float64(k))
-	}
-	if err != nil {
-		return 0, err
-	}
-	fmt.Fprintf(r.o.Log, "step %d | val loss %.4f\n", n, vl)
-	return vl, r.writeLog(metrics.EvalRecord{Step: n, ValLoss: vl, Batches: r.o.EvalBatches})
 }
 
 // nonFinite names the tensors whose gradient is NaN or Inf (in the part this

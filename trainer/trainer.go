@@ -45,8 +45,12 @@ type Options struct {
 	SeqLen      int      // T
 	MaxSteps    int      // optimizer steps
 	EvalEvery   int      // steps between evals; 0: only before the first step and after the last
-	EvalBatches int      // micro-batches per eval; 0: 20
+	EvalBatches int      // batches per eval: 0 scores every validation row or token window once; N > 0 caps it at N, evenly spaced
 	Shuffle     bool     // permute shard and batch order every epoch (seeded by Seed); default llm.c's order
+	// EvalBatchSize is the validation samples per rank in one forward
+	// (Hugging Face's per_device_eval_batch_size); 0: the micro-batch
+	// size, whose activation memory the run already holds.
+	EvalBatchSize int
 	// Pack reads shards with loss-mask companions as one token stream
 	// (full T-token samples across rows) instead of one sample per row.
 	Pack bool

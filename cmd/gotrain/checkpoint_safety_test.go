@@ -329,7 +329,7 @@ func TestConfigChangeOnResumeListedAndRefused(t *testing.T) {
 	if strings.Contains(err.Error(), "eval") {
 		t.Errorf("the refusal counts the eval cadence, which does not change the math: %v", err)
 	}
-	if !strings.Contains(stdout, "eval: every 0 steps, 20 batches → every 2 steps, 20 batches") {
+	if !strings.Contains(stdout, "eval: every 0 steps; 2 samples per rank and batch; all batches → every 2 steps; 2 samples per rank and batch; all batches") {
 		t.Errorf("the listing lacks the eval cadence:\n%s", stdout)
 	}
 	stdout = changed.mustTrain(t, out, 5, "--resume", "auto", "--allow-config-change")

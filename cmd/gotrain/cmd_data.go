@@ -65,7 +65,7 @@ func dataPrepareCommand() *cli.Command {
 				Value: "gpt2",
 				Usage: "tokenizer: gpt2 (GPT-2 BPE, 50257 ids, EOT 50256, built in, nothing downloaded), byte (UTF-8 bytes, 257 ids, EOT 256), " +
 					"a Hugging Face tokenizer.json, or a directory holding one (a model snapshot: Qwen2/Qwen3, Llama 3, GPT-2 byte-level BPE), " +
-					"whose files are copied beside the shards; none for pre-tokenized {input_ids, labels} rows (the shard width then follows the largest id)",
+					"whose files are copied beside the shards; none for pre-tokenized {input_ids, labels} rows (the shard width then follows the largest id; without the flag, data of such rows only is prepared as with none)",
 			},
 			&cli.StringFlag{
 				Name:     "output",
@@ -155,6 +155,9 @@ func dataPrepareAction(c *cli.Context) error {
 		Force:        c.Bool("force"),
 		Workers:      c.Int("workers"),
 	}
+	// gpt2 as the flag's default is no choice: rows that carry their ids
+	// then need no tokenizer.
+	opts.DefaultTokenizer = !c.IsSet("tokenizer")
 	if opts.ShardTokens < 1 {
 		return fmt.Errorf("data prepare: --shard-tokens must be ≥ 1, got %d", opts.ShardTokens)
 	}
