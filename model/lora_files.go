@@ -72,7 +72,7 @@ func ParseAdapterConfig(data []byte) (LoRA, error) {
 	case len(c.LayersToXform) > 0 && string(c.LayersToXform) != "null":
 		return refuse("layers_to_transform", "is not supported: adapters go on every block")
 	}
-	l := LoRA{R: c.R, Alpha: 8, RSLoRA: c.RSLoRA, Dropout: c.Dropout}
+	l := LoRA{R: c.R, Alpha: DefaultLoRAAlpha, RSLoRA: c.RSLoRA, Dropout: c.Dropout}
 	if c.Alpha != nil {
 		l.Alpha = *c.Alpha
 	}
