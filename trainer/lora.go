@@ -28,7 +28,8 @@ type LoRAOptions struct {
 	// as PEFT does (A kaiming-uniform, B zero).
 	InitAdapter string
 	// BaseName is written as base_model_name_or_path in the saved
-	// adapter_config.json (the --init-from snapshot, usually).
+	// adapter_config.json and the checkpoints' meta.json (the --init-from
+	// snapshot, usually), as an absolute path.
 	BaseName string
 	// FP32 keeps the adapters in fp32 (storage, compute and the saved
 	// file) on a bf16 or fp16 base, as PEFT's get_peft_model does by

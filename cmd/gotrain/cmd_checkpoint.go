@@ -124,14 +124,14 @@ func runInspect(c *cli.Context) error {
 }
 
 // checkpointLoRA is the LoRA configuration tag records (nil: a full
-// run's tag).
-func checkpointLoRA(dir, tag string) (*checkpoint.LoRAConfig, error) {
+// run's tag) and the tag's meta.json, which records it.
+func checkpointLoRA(dir, tag string) (*checkpoint.LoRAConfig, string, error) {
 	r, err := checkpoint.Open(dir, tag)
 	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
+		return nil, "", fmt.Errorf("export: %w", err)
 	}
 	defer r.Close()
-	return r.Meta().LoRA, nil
+	return r.Meta().LoRA, filepath.Join(dir, r.Tag(), checkpoint.MetaFile), nil
 }
 
 // runExport is checkpoint export.
@@ -152,7 +152,7 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--max-shard-size: %w", err)
 	}
-	lora, err := checkpointLoRA(dir, c.String("tag"))
+	lora, record, err := checkpointLoRA(dir, c.String("tag"))
 	if err != nil {
 		return err
 	}
@@ -173,8 +173,11 @@ func runExport(c *cli.Context) error {
 	}
 	base := c.String("base")
 	if merge && base == "" {
-		if base = lora.Base; base == "" {
+		if lora.Base == "" {
 			return fmt.Errorf("--merge: the checkpoint records no base snapshot (the run started from random weights); name it with --base DIR")
+		}
+		if base, err = (checkpoint.AdapterSource{Base: lora.Base, Record: record}).BaseDir(); err != nil {
+			return fmt.Errorf("--merge: %w; name the snapshot the run started from with --base DIR", err)
 		}
 	}
 	snap := c.String("snapshot")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotrain/gotrain/checkpoint"
 	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/data"
 	"github.com/gotrain/gotrain/model"
@@ -34,7 +35,7 @@ func sampleCommand() *cli.Command {
 			"output are token ids, and no tokenizer is needed. --adapter applies a PEFT LoRA adapter trained on\n" +
 			"--from's model: the adapters run beside the frozen weights, as in training, unmerged.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "from", Usage: "weights: a snapshot `DIR`, model.safetensors or an llm.c .bin file", Required: true},
+			&cli.StringFlag{Name: "from", Usage: "weights: a snapshot `DIR`, model.safetensors or an llm.c .bin file; or a LoRA run's output directory (or checkpoint tag), which records its base and holds its adapter", Required: true},
 			&cli.StringFlag{Name: "prompt", Usage: "text to continue (with --ids: token ids separated by spaces or commas); empty: start from the beginning-of-text token"},
 			&cli.IntFlag{Name: "max-new-tokens", Value: 64, Usage: "tokens to generate"},
 			&cli.Float64Flag{Name: "temperature", Value: 1.0, Usage: "softmax temperature (0: greedy)"},
@@ -43,7 +44,7 @@ func sampleCommand() *cli.Command {
 			&cli.StringFlag{Name: "tokenizer", Value: "gpt2", Usage: "gpt2, byte or a tokenizer.json, when no tokenizer.json sits beside the weights"},
 			&cli.BoolFlag{Name: "ids", Usage: "read --prompt as token ids and print the generated ids instead of text"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
-			&cli.StringFlag{Name: "adapter", Usage: "apply the LoRA adapter in this PEFT `DIR` (adapter_config.json, adapter_model.safetensors) to --from's model"},
+			&cli.StringFlag{Name: "adapter", Usage: "apply a LoRA adapter to --from's model: a PEFT `DIR` (adapter_config.json, adapter_model.safetensors) or a LoRA run's checkpoint tag (out/checkpoints/global_stepN)"},
 		},
 		Action: runSample,
 	}
@@ -53,7 +54,11 @@ func runSample(c *cli.Context) error {
 	if c.Float64("temperature") < 0 || c.Int("top-k") < 0 || c.Int("max-new-tokens") < 0 {
 		return fmt.Errorf("--temperature, --top-k and --max-new-tokens must not be negative")
 	}
-	src, err := model.OpenInitFrom(c.String("from"), nil)
+	from, adapter, err := sampleWeights(c.String("from"), c.String("adapter"))
+	if err != nil {
+		return err
+	}
+	src, err := model.OpenInitFrom(from, nil)
 	if err != nil {
 		return err
 	}
@@ -61,7 +66,7 @@ func runSample(c *cli.Context) error {
 	cfg := src.Config()
 	var tok data.Tokenizer
 	if !c.Bool("ids") {
-		if tok, err = sampleTokenizer(weightsDir(c.String("from")), c.String("tokenizer")); err != nil {
+		if tok, err = sampleTokenizer(c.String("tokenizer"), weightsDir(c.String("from")), weightsDir(from)); err != nil {
 			return err
 		}
 		if tok.VocabSize() > cfg.V {
@@ -91,8 +96,8 @@ func runSample(c *cli.Context) error {
 		return err
 	}
 	mopts := model.Options{Store: eng}
-	if dir := c.String("adapter"); dir != "" {
-		ad, err := loadSampleAdapter(eng, cfg, eo, dir)
+	if adapter != nil {
+		ad, err := loadSampleAdapter(eng, cfg, eo, *adapter)
 		if err != nil {
 			return err
 		}
@@ -158,20 +163,12 @@ type sampleAdapter struct {
 
 func (a sampleAdapter) Close() { a.eng.Close() }
 
-// loadSampleAdapter reads the PEFT adapter in dir for cfg's model into an
+// loadSampleAdapter reads the LoRA adapter a for cfg's model into an
 // inference engine beside base's (its parameters only, as base's).
-func loadSampleAdapter(base *zero.Engine, cfg model.Config, eo zero.Options, dir string) (sampleAdapter, error) {
-	l, err := model.LoadAdapterConfig(dir)
+func loadSampleAdapter(base *zero.Engine, cfg model.Config, eo zero.Options, a checkpoint.AdapterSource) (sampleAdapter, error) {
+	alay, vals, err := a.Load(cfg)
 	if err != nil {
 		return sampleAdapter{}, fmt.Errorf("--adapter: %w", err)
-	}
-	alay, err := model.NewAdapterLayout(cfg, l)
-	if err != nil {
-		return sampleAdapter{}, fmt.Errorf("--adapter %s: %w", dir, err)
-	}
-	vals, err := model.LoadAdapter(dir, alay)
-	if err != nil {
-		return sampleAdapter{}, fmt.Errorf("--adapter: %w (was it trained on --from's model?)", err)
 	}
 	eng, err := zero.NewBeside(base, zero.LayoutOf(alay), eo)
 	if err != nil {
@@ -183,9 +180,43 @@ func loadSampleAdapter(base *zero.Engine, cfg model.Config, eo zero.Options, dir
 	})
 	if err != nil {
 		eng.Close()
-		return sampleAdapter{}, fmt.Errorf("--adapter %s: %w", dir, err)
+		return sampleAdapter{}, fmt.Errorf("--adapter %s: %w", a.Dir, err)
 	}
 	return sampleAdapter{eng: eng, opts: &model.LoRAOptions{Layout: alay, Store: eng}}, nil
+}
+
+// sampleWeights resolves --from and --adapter into the base weights to
+// open and the LoRA adapter to apply (nil: none). --from may name a LoRA
+// run (its output directory, checkpoints directory or a tag), whose files
+// record the base and hold the adapter; --adapter names a PEFT adapter
+// directory or such a run's checkpoint tag.
+func sampleWeights(from, adapter string) (string, *checkpoint.AdapterSource, error) {
+	run, isAdapter, err := checkpoint.FindAdapter(from)
+	if err != nil {
+		return "", nil, fmt.Errorf("--from: %w", err)
+	}
+	if isAdapter {
+		if adapter != "" {
+			return "", nil, fmt.Errorf("--from %s holds a LoRA adapter and --adapter names another; give --from BASE --adapter ADAPTER, or --from %s alone", from, from)
+		}
+		base, err := run.BaseDir()
+		if err != nil {
+			return "", nil, fmt.Errorf("--from %s is a LoRA run whose base cannot be opened: %w; name it: --from BASE --adapter %s", from, err, from)
+		}
+		return base, &run, nil
+	}
+	if adapter == "" {
+		return from, nil, nil
+	}
+	a, ok, err := checkpoint.FindAdapter(adapter)
+	switch {
+	case err != nil:
+		return "", nil, fmt.Errorf("--adapter: %w", err)
+	case !ok:
+		return "", nil, fmt.Errorf("--adapter %s: not a PEFT adapter directory (%s, %s) nor a LoRA run's checkpoint (checkpoints/%s)",
+			adapter, model.AdapterConfigFile, model.AdapterWeightsFile, checkpoint.TagName(100))
+	}
+	return from, &a, nil
 }
 
 // weightsDir is where the tokenizer of --from's weights lives: the
@@ -238,15 +269,18 @@ func samplePrompt(c *cli.Context, cfg model.Config, tok data.Tokenizer) ([]int32
 }
 
 // sampleTokenizer prefers the tokenizer recorded next to the weights (a
-// snapshot's tokenizer.json, or the record train writes); only when there
-// is none does it use fallback. A tokenizer.json that is there but broken
-// is an error, not a silent switch to another tokenizer.
-func sampleTokenizer(dir, fallback string) (data.Tokenizer, error) {
-	tok, err := data.TokenizerForModelDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return data.NewTokenizer(fallback)
+// snapshot's tokenizer.json, or the record train writes), in the first of
+// dirs that has one; only when none has one does it use fallback. A
+// tokenizer.json that is there but broken is an error, not a silent switch
+// to another tokenizer.
+func sampleTokenizer(fallback string, dirs ...string) (data.Tokenizer, error) {
+	for _, dir := range dirs {
+		tok, err := data.TokenizerForModelDir(dir)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return tok, err
+		}
 	}
-	return tok, err
+	return data.NewTokenizer(fallback)
 }
 
 // sampleToken draws from softmax(logits/temperature) restricted to the top k.
