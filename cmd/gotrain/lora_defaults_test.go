@@ -50,7 +50,7 @@ func TestLoRAPEFTDefaultsAndExportDTypes(t *testing.T) {
 	os.WriteFile(cfgPath, []byte(`{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "bf16": {"enabled": true},
 		"zero_optimization": {"stage": 2}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "weight_decay": 0.0}}}`), 0o644)
 	out := filepath.Join(t.TempDir(), "out")
-	stdout, stderr, err := run(t, "train", "--config", cfgPath, "--init-from", snap, "--lora-r", "4", "--data", shard, "--seq-len", "8",
+	stdout, stderr, err := run(t, "train", "--config", cfgPath, "--init-from", snap, "--lora-r", "2", "--data", shard, "--seq-len", "8",
 		"--max-steps", "2", "--output-dir", out, "--device", "cpu", "--metrics-addr", "off", "--peak-flops", "1e9")
 	if err != nil {
 		t.Fatalf("train: %v\n%s\n%s", err, stdout, stderr)
@@ -63,7 +63,7 @@ func TestLoRAPEFTDefaultsAndExportDTypes(t *testing.T) {
 	if err := json.Unmarshal(raw, &ac); err != nil || ac.Alpha != 8 {
 		t.Errorf("adapter_config.json lora_alpha %v (%v), want PEFT's default 8", ac.Alpha, err)
 	}
-	if !strings.Contains(stdout, "LoRA: r 4, lora_alpha 8 (scale 2)") || !strings.Contains(stdout, "PEFT's LoraConfig default") {
+	if !strings.Contains(stdout, "LoRA: r 2, lora_alpha 8 (scale 4)") || !strings.Contains(stdout, "PEFT's LoraConfig default") {
 		t.Errorf("the run header does not describe the adapters and lora_alpha's default:\n%s", stdout)
 	}
 
