@@ -142,11 +142,8 @@ func runTrain(c *cli.Context) error {
 	fmt.Fprintf(out, "model %s (%s): %s parameters | micro-batch %d × seq %d × grad-accum %d × ranks %d = %d tokens/step\n",
 		modelName(c), mcfg.Summary(), groupDigits(int64(mcfg.NumParams())), batch.MicroBatch, seqLen, batch.GradAccum,
 		rk.WorldSize, batch.TrainBatchSize*seqLen)
-	lora, err := loraOptions(c)
+	lora, err := announceLoRA(out, c, mcfg)
 	if err != nil {
-		return err
-	}
-	if err := printLoRAHeader(out, c, mcfg, lora); err != nil {
 		return err
 	}
 

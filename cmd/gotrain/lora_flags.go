@@ -94,16 +94,18 @@ func loraOptions(c *cli.Context) (*trainer.LoRAOptions, error) {
 		FP32: c.Bool("lora-fp32")}, nil
 }
 
-// printLoRAHeader adds a LoRA run's lines to the run header: the adapters'
-// configuration (saying where lora_alpha came from when no flag or file
-// set it) and PEFT's print_trainable_parameters line.
-func printLoRAHeader(w io.Writer, c *cli.Context, mcfg model.Config, lo *trainer.LoRAOptions) error {
-	if lo == nil {
-		return nil
+// announceLoRA is train's LoRA options (nil: none), whose lines it adds
+// to the run header: the adapters' configuration (saying where lora_alpha
+// came from when no flag or file set it) and PEFT's
+// print_trainable_parameters line.
+func announceLoRA(w io.Writer, c *cli.Context, mcfg model.Config) (*trainer.LoRAOptions, error) {
+	lo, err := loraOptions(c)
+	if lo == nil || err != nil {
+		return nil, err
 	}
 	alay, err := model.NewAdapterLayout(mcfg, lo.Config)
 	if err != nil {
-		return fmt.Errorf("LoRA: %w", err)
+		return nil, fmt.Errorf("LoRA: %w", err)
 	}
 	fmt.Fprintf(w, "LoRA: %s (%d modules)\n", lo.Config, len(alay.Modules())*mcfg.L)
 	if c.Int("lora-r") != 0 && !c.IsSet("lora-alpha") {
@@ -111,5 +113,5 @@ func printLoRAHeader(w io.Writer, c *cli.Context, mcfg model.Config, lo *trainer
 			model.DefaultLoRAAlpha, lo.Config.Scale())
 	}
 	_, err = fmt.Fprintln(w, model.TrainableParamsLine(alay))
-	return err
+	return lo, err
 }
