@@ -41,6 +41,9 @@ type ChatPrompt struct {
 // the generation prompt (the header an assistant reply follows), with the
 // formatters Prepare renders training conversations with.
 func RenderChatPrompt(tok Tokenizer, msgs []ChatMessage, o ChatPromptOptions) (ChatPrompt, error) {
+	if _, ok := tok.(*HFTokenizer); !ok {
+		return ChatPrompt{}, fmt.Errorf("a chat prompt needs a Hugging Face tokenizer with a chat template (a snapshot's tokenizer.json and tokenizer_config.json); %s has none", tok.Name())
+	}
 	r, err := chatRendererFor(tok, o.Format)
 	if err != nil {
 		return ChatPrompt{}, err

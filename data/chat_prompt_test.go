@@ -2,6 +2,7 @@ package data
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gotrain/gotrain/data/hftok/hftoktest"
@@ -94,4 +95,10 @@ func TestChatPromptLlama3(t *testing.T) {
 	r := &chatRenderer{format: ChatLlama3, bos: "<|begin_of_text|>"}
 	p, err = r.prompt(tok, msgs, nil)
 	check("instruct template", p, err)
+}
+
+func TestChatPromptNeedsAHuggingFaceTokenizer(t *testing.T) {
+	if _, err := RenderChatPrompt(NewByteTokenizer(), helloPrompt, ChatPromptOptions{}); err == nil || !strings.Contains(err.Error(), "chat template") {
+		t.Errorf("byte tokenizer: %v", err)
+	}
 }
