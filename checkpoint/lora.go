@@ -19,11 +19,26 @@ type LoRAConfig struct {
 	// Base is base_model_name_or_path: the snapshot the run started from
 	// (--init-from), "" for a randomly initialised base.
 	Base string `json:"base_model_name_or_path,omitempty"`
+	// DType is the dtype the adapters trained in and the run saved them
+	// as ("fp32", "bf16" or "fp16"), which an export keeps by default;
+	// "" in tags that predate the record.
+	DType string `json:"dtype,omitempty"`
 }
 
-// LoRAConfigOf is l as a tag records it.
-func LoRAConfigOf(l model.LoRA, base string) *LoRAConfig {
-	return &LoRAConfig{R: l.R, Alpha: l.Alpha, RSLoRA: l.RSLoRA, Target: append([]string(nil), l.Target...), Base: base}
+// LoRAConfigOf is l as a tag records it: trained on base, in dt.
+func LoRAConfigOf(l model.LoRA, base string, dt backend.DType) *LoRAConfig {
+	return &LoRAConfig{R: l.R, Alpha: l.Alpha, RSLoRA: l.RSLoRA, Target: append([]string(nil), l.Target...), Base: base,
+		DType: dt.String()}
+}
+
+// TrainedDType is the dtype the adapters trained in: the record, or fp32
+// for a tag that predates it (the master values are fp32, so nothing is
+// lost).
+func (c LoRAConfig) TrainedDType() backend.DType {
+	if dt, err := backend.ParseDType(c.DType); err == nil && dt.IsFloat() {
+		return dt
+	}
+	return backend.F32
 }
 
 // LoRA is the adapter configuration c records.
@@ -58,7 +73,8 @@ func (r *Reader) Adapter() (*model.AdapterLayout, []float32, error) {
 // ExportAdapter writes a LoRA tag's adapters (tag "" = latest) as a PEFT
 // adapter directory in outDir (model.SaveAdapter: adapter_model.safetensors
 // stored as dt, adapter_config.json naming the tag's base) and returns the
-// weights file.
+// weights file. dt 0 keeps the dtype the adapters trained in, as the run's
+// own adapter file and PEFT's save_pretrained store them.
 func ExportAdapter(dir, tag, outDir string, dt backend.DType) (string, error) {
 	r, err := Open(dir, tag)
 	if err != nil {
@@ -68,6 +84,9 @@ func ExportAdapter(dir, tag, outDir string, dt backend.DType) (string, error) {
 	alay, vals, err := r.Adapter()
 	if err != nil {
 		return "", fmt.Errorf("export: %w", err)
+	}
+	if dt == 0 {
+		dt = r.meta.LoRA.TrainedDType()
 	}
 	if err := model.SaveAdapter(outDir, alay, vals, dt, r.meta.LoRA.Base); err != nil {
 		return "", fmt.Errorf("export checkpoint %s: %w", r.tag, err)
@@ -80,7 +99,9 @@ func ExportAdapter(dir, tag, outDir string, dt backend.DType) (string, error) {
 // adds s·B·A) as a Hugging Face snapshot of the base's architecture in
 // outDir (model.ExportSnapshot). The base must be the model the adapters
 // were trained on. The merge holds the base's weights in host memory as
-// fp32, once. It returns the weight files written.
+// fp32, once. o.DType 0 writes the base's own dtype (model.SnapshotDType:
+// its config.json's torch_dtype), as merge_and_unload on a model loaded
+// with torch_dtype="auto" keeps it. It returns the weight files written.
 func ExportMerged(dir, tag, baseDir, outDir string, o ExportOptions) ([]string, error) {
 	r, err := Open(dir, tag)
 	if err != nil {
@@ -98,6 +119,11 @@ func ExportMerged(dir, tag, baseDir, outDir string, o ExportOptions) ([]string, 
 	if want := alay.Config(); cfg != want {
 		return nil, fmt.Errorf("export --merge: --base %s holds %v, but checkpoint %s's adapters were trained on %v (%s); name the snapshot the run started from (--init-from)",
 			baseDir, cfg, r.tag, want, strings.Join(cfg.Diff(want), ", "))
+	}
+	if o.DType == 0 {
+		if o.DType, err = model.SnapshotDType(baseDir); err != nil {
+			return nil, fmt.Errorf("export --merge: --base: %w", err)
+		}
 	}
 	if err := model.MergeAdapter(model.NewLayout(cfg), alay, params, vals); err != nil {
 		return nil, fmt.Errorf("export --merge checkpoint %s: %w", r.tag, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/internal/atomicfile"
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // PEFT's adapter directory: adapter_config.json and
@@ -72,7 +73,7 @@ func ParseAdapterConfig(data []byte) (LoRA, error) {
 	case len(c.LayersToXform) > 0 && string(c.LayersToXform) != "null":
 		return refuse("layers_to_transform", "is not supported: adapters go on every block")
 	}
-	l := LoRA{R: c.R, Alpha: 8, RSLoRA: c.RSLoRA, Dropout: c.Dropout}
+	l := LoRA{R: c.R, Alpha: DefaultLoRAAlpha, RSLoRA: c.RSLoRA, Dropout: c.Dropout}
 	if c.Alpha != nil {
 		l.Alpha = *c.Alpha
 	}
@@ -221,4 +222,29 @@ func ParseAdapterConfigFile(path string) (LoRA, error) {
 		return LoRA{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return l, nil
+}
+
+// maxAdapterConfigBytes bounds adapter_config.json: PEFT writes about a
+// kilobyte.
+const maxAdapterConfigBytes = 1 << 20
+
+// AdapterBaseModel is dir/adapter_config.json's base_model_name_or_path:
+// the model the adapter was trained on, as the writer recorded it ("" when
+// it recorded none).
+func AdapterBaseModel(dir string) (string, error) {
+	path := filepath.Join(dir, AdapterConfigFile)
+	raw, err := regularfile.Read("LoRA adapter config", path, maxAdapterConfigBytes)
+	if err != nil {
+		return "", err
+	}
+	var doc struct {
+		Base *string `json:"base_model_name_or_path"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return "", fmt.Errorf("LoRA adapter config %s: %w", path, err)
+	}
+	if doc.Base == nil {
+		return "", nil
+	}
+	return *doc.Base, nil
 }

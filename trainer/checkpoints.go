@@ -303,7 +303,7 @@ func (r *run) tagMetadata(step int, tokens int64) (checkpoint.Metadata, error) {
 		RunID: r.runID, Fields: r.fields,
 	}
 	if r.base != nil {
-		meta.LoRA = checkpoint.LoRAConfigOf(r.o.LoRA.Config, r.o.LoRA.BaseName)
+		meta.LoRA = checkpoint.LoRAConfigOf(r.o.LoRA.Config, r.o.LoRA.BaseName, r.adt)
 	}
 	// The scheduler and loss-scaler states also sit under DeepSpeed's own
 	// key names, for people reading meta.json; the resume reads them from

@@ -28,7 +28,8 @@ type LoRAOptions struct {
 	// as PEFT does (A kaiming-uniform, B zero).
 	InitAdapter string
 	// BaseName is written as base_model_name_or_path in the saved
-	// adapter_config.json (the --init-from snapshot, usually).
+	// adapter_config.json and the checkpoints' meta.json (the --init-from
+	// snapshot, usually), as an absolute path.
 	BaseName string
 	// FP32 keeps the adapters in fp32 (storage, compute and the saved
 	// file) on a bf16 or fp16 base, as PEFT's get_peft_model does by
@@ -131,8 +132,8 @@ func (r *run) checkLoRA(ck *checkpoint.Reader) error {
 			ck.Tag(), saved.R, saved.Target, now.R, now.Target)
 	}
 	if (saved.Alpha != now.Alpha || saved.RSLoRA != now.RSLoRA) && !r.o.AllowConfigChange {
-		return fmt.Errorf("--resume %s: the checkpoint's adapters scale by lora_alpha %g (use_rslora %t), this run's by %g (%t), which changes what training computes; restore them, or pass --allow-config-change",
-			ck.Tag(), saved.Alpha, saved.RSLoRA, now.Alpha, now.RSLoRA)
+		return fmt.Errorf("--resume %s: the checkpoint's adapters scale by lora_alpha %g (use_rslora %t), this run's by %g (%t), which changes what training computes; restore them (--lora-alpha %g), or pass --allow-config-change",
+			ck.Tag(), saved.Alpha, saved.RSLoRA, now.Alpha, now.RSLoRA, saved.Alpha)
 	}
 	if r.o.LoRA.InitAdapter != "" {
 		fmt.Fprintf(r.o.Log, "note: --init-adapter %s is not read: the adapters and their optimizer state come from %s\n", r.o.LoRA.InitAdapter, ck.Tag())

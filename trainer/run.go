@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -121,6 +122,16 @@ func normalize(be backend.Backend, o Options) (comm.Comm, Options, error) {
 	}
 	if err := checkCurriculum(o); err != nil {
 		return nil, o, err
+	}
+	if o.LoRA != nil && o.LoRA.BaseName != "" {
+		// Recorded absolute, so that sampling, merging and resuming from
+		// another working directory find the base.
+		lo := *o.LoRA
+		abs, err := filepath.Abs(lo.BaseName)
+		if err != nil {
+			return nil, o, fmt.Errorf("LoRA base %s: %w", lo.BaseName, err)
+		}
+		lo.BaseName, o.LoRA = abs, &lo
 	}
 	if o.EvalBatchSize < 0 {
 		return nil, o, fmt.Errorf("the eval batch size must be ≥ 0 (0: the micro-batch size), got %d", o.EvalBatchSize)

@@ -28,7 +28,7 @@ func checkpointCommand() *cli.Command {
 			{
 				Name:      "export",
 				Usage:     "write a checkpoint's weights as a Hugging Face snapshot: config.json and model.safetensors (or shards with an index); a LoRA run's as a PEFT adapter, or with --merge merged into its base",
-				UsageText: "gotrain checkpoint export --out DIR [--tag global_stepN] [--dtype fp32|bf16] [--max-shard-size 5GB] [--snapshot DIR] [--merge [--base DIR]] OUTPUT_DIR (or OUTPUT_DIR/checkpoints)",
+				UsageText: "gotrain checkpoint export --out DIR [--tag global_stepN] [--dtype fp32|bf16|fp16] [--max-shard-size 5GB] [--snapshot DIR] [--merge [--base DIR]] OUTPUT_DIR (or OUTPUT_DIR/checkpoints)",
 				Description: "Writes the tag's fp32 master weights under the names transformers loads, with config.json\n" +
 					"(the original model_type and architectures; torch_dtype the written dtype). A model larger than\n" +
 					"--max-shard-size is split into model-0000i-of-0000K.safetensors files with\n" +
@@ -36,14 +36,15 @@ func checkpointCommand() *cli.Command {
 					"tokenizer_config.json and generation_config.json are copied from --snapshot, by default the\n" +
 					"run's output directory (train copies them there from the snapshot it started from).\n\n" +
 					"A LoRA run's checkpoint holds the adapters only: export writes them as a PEFT adapter directory\n" +
-					"(adapter_model.safetensors, adapter_config.json). With --merge it adds s·B·A to the base snapshot's\n" +
-					"weights, as PEFT's merge_and_unload does, and writes the merged model as above; --base names the\n" +
+					"(adapter_model.safetensors in the dtype they trained in, adapter_config.json). With --merge it adds\n" +
+					"s·B·A to the base snapshot's weights, as PEFT's merge_and_unload does, and writes the merged model\n" +
+					"as above, stored in the base's torch_dtype unless --dtype says otherwise; --base names the\n" +
 					"snapshot the run started from (default: the base_model_name_or_path the checkpoint records), and\n" +
 					"the tokenizer and generation files come from it unless --snapshot says otherwise.",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "tag", Usage: "checkpoint `TAG` (default: the one latest names)"},
 					&cli.StringFlag{Name: "out", Usage: "output `DIR`", Required: true},
-					&cli.StringFlag{Name: "dtype", Value: "fp32", Usage: "stored dtype: fp32 or bf16"},
+					&cli.StringFlag{Name: "dtype", Usage: "stored dtype: fp32, bf16 or fp16 (default: fp32 for a full model's master weights; a LoRA adapter's as it trained; with --merge the base's torch_dtype)"},
 					&cli.StringFlag{Name: "max-shard-size", Value: "5GB", Usage: "largest weight file, as transformers takes it: `SIZE` in bytes or with a unit (500MB, 5GB, 2GiB)"},
 					&cli.StringFlag{Name: "snapshot", Usage: "copy the tokenizer and generation files from this `DIR` (default: the checkpoints directory's parent; with --merge, the base)"},
 					&cli.BoolFlag{Name: "merge", Usage: "a LoRA run's checkpoint: write the base model with the adapters merged in, not the adapter"},
@@ -123,14 +124,14 @@ func runInspect(c *cli.Context) error {
 }
 
 // checkpointLoRA is the LoRA configuration tag records (nil: a full
-// run's tag).
-func checkpointLoRA(dir, tag string) (*checkpoint.LoRAConfig, error) {
+// run's tag) and the tag's meta.json, which records it.
+func checkpointLoRA(dir, tag string) (*checkpoint.LoRAConfig, string, error) {
 	r, err := checkpoint.Open(dir, tag)
 	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
+		return nil, "", fmt.Errorf("export: %w", err)
 	}
 	defer r.Close()
-	return r.Meta().LoRA, nil
+	return r.Meta().LoRA, filepath.Join(dir, r.Tag(), checkpoint.MetaFile), nil
 }
 
 // runExport is checkpoint export.
@@ -140,15 +141,18 @@ func runExport(c *cli.Context) error {
 		return fmt.Errorf("checkpoint export: give the run's output directory or its checkpoints directory (e.g. out or out/checkpoints)")
 	}
 	dir = checkpointsDir(dir)
-	dt, err := backend.ParseDType(c.String("dtype"))
-	if err != nil || (dt != backend.F32 && dt != backend.BF16) {
-		return fmt.Errorf("--dtype %q: want fp32 or bf16", c.String("dtype"))
+	var dt backend.DType // 0: each export's own default
+	if c.IsSet("dtype") {
+		var err error
+		if dt, err = backend.ParseDType(c.String("dtype")); err != nil || !dt.IsFloat() {
+			return fmt.Errorf("--dtype %q: want fp32, bf16 or fp16", c.String("dtype"))
+		}
 	}
 	size, err := parseByteSize(c.String("max-shard-size"))
 	if err != nil {
 		return fmt.Errorf("--max-shard-size: %w", err)
 	}
-	lora, err := checkpointLoRA(dir, c.String("tag"))
+	lora, record, err := checkpointLoRA(dir, c.String("tag"))
 	if err != nil {
 		return err
 	}
@@ -169,8 +173,11 @@ func runExport(c *cli.Context) error {
 	}
 	base := c.String("base")
 	if merge && base == "" {
-		if base = lora.Base; base == "" {
+		if lora.Base == "" {
 			return fmt.Errorf("--merge: the checkpoint records no base snapshot (the run started from random weights); name it with --base DIR")
+		}
+		if base, err = (checkpoint.AdapterSource{Base: lora.Base, Record: record}).BaseDir(); err != nil {
+			return fmt.Errorf("--merge: %w; name the snapshot the run started from with --base DIR", err)
 		}
 	}
 	snap := c.String("snapshot")

@@ -21,11 +21,11 @@ import (
 func dataCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "data",
-		Usage: "prepare training data: text documents into llm.c token shards",
+		Usage: "prepare training data (text documents and instruction/chat rows into llm.c token shards) and inspect it",
 		Description: "Token shards are llm.c's .bin files (a 1024-byte header with magic 20240520, then uint16\n" +
 			"tokens; magic 20240801 and uint32 tokens when the tokenizer has more than 65,535 ids), the format\n" +
 			"llm.c and modded-nanogpt train from; gotrain train reads them with --data.",
-		Subcommands: []*cli.Command{dataPrepareCommand()},
+		Subcommands: []*cli.Command{dataPrepareCommand(), dataInspectCommand()},
 	}
 }
 

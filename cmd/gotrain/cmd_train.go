@@ -137,17 +137,19 @@ func runTrain(c *cli.Context) error {
 	fmt.Fprintf(out, "model %s (%s): %s parameters | micro-batch %d × seq %d × grad-accum %d × ranks %d = %d tokens/step\n",
 		modelName(c), mcfg.Summary(), groupDigits(int64(mcfg.NumParams())), batch.MicroBatch, seqLen, batch.GradAccum,
 		rk.WorldSize, batch.TrainBatchSize*seqLen)
+	lora, err := announceLoRA(out, c, mcfg)
+	if err != nil {
+		return err
+	}
 
 	topts := trainOptions(c, cfg, batch, mcfg, peak, out)
+	topts.LoRA = lora
 	topts.Observer = prom
 	if vocab, ok, _ := syntheticData(topts.Data); ok {
 		if topts.Batches, err = syntheticBatches(topts.Seed, rk.Rank, mcfg, vocab); err != nil {
 			return err
 		}
 		topts.Data = nil
-	}
-	if topts.LoRA, err = loraOptions(c); err != nil {
-		return err
 	}
 	if rk.WorldSize > 1 {
 		// Every rank must be running the same job: the rendezvous compares

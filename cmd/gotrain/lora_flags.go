@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"math"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -15,7 +17,7 @@ func loraFlags(train bool) []cli.Flag {
 	fs := []cli.Flag{
 		&cli.StringFlag{Name: "lora-config", Usage: "train LoRA adapters on the frozen model, as PEFT's adapter_config.json `FILE` says (r, lora_alpha, target_modules, use_rslora)"},
 		&cli.IntFlag{Name: "lora-r", Usage: "train LoRA adapters of rank `R` on the frozen model (without --lora-config)"},
-		&cli.Float64Flag{Name: "lora-alpha", Usage: "LoRA's lora_alpha (default: 2·r); the adapters' scale is alpha/r"},
+		&cli.Float64Flag{Name: "lora-alpha", Usage: "LoRA's lora_alpha (default: 8, PEFT's LoraConfig default); the adapters' scale is alpha/r"},
 		&cli.Float64Flag{Name: "lora-dropout", Usage: "LoRA's lora_dropout `P` (with --lora-r): dropout on each adapter's input in training, as PEFT's"},
 		&cli.StringFlag{Name: "lora-target", Value: "all-linear", Usage: "LoRA target_modules: comma-separated module `NAMES` (q_proj,v_proj; GPT-2: c_attn,c_proj,c_fc) or all-linear"},
 		&cli.BoolFlag{Name: "lora-fp32", Usage: "keep the LoRA adapters in fp32 (storage, compute, saved file) on a bf16/fp16 base, as PEFT does by default; without it they take the run's precision with fp32 master weights, as under DeepSpeed"},
@@ -61,8 +63,11 @@ func loraConfig(c *cli.Context) (*model.LoRA, error) {
 		return &l, nil
 	case r != 0:
 		alpha := c.Float64("lora-alpha")
-		if alpha == 0 {
-			alpha = 2 * float64(r)
+		if !c.IsSet("lora-alpha") {
+			alpha = model.DefaultLoRAAlpha
+		}
+		if !(alpha > 0) || math.IsInf(alpha, 0) {
+			return nil, fmt.Errorf("--lora-alpha %g: want a positive scale numerator (PEFT's default is %g)", alpha, model.DefaultLoRAAlpha)
 		}
 		p := c.Float64("lora-dropout")
 		if !(p >= 0 && p < 1) {
@@ -87,4 +92,26 @@ func loraOptions(c *cli.Context) (*trainer.LoRAOptions, error) {
 	}
 	return &trainer.LoRAOptions{Config: *l, InitAdapter: c.String("init-adapter"), BaseName: c.String("init-from"),
 		FP32: c.Bool("lora-fp32")}, nil
+}
+
+// announceLoRA is train's LoRA options (nil: none), whose lines it adds
+// to the run header: the adapters' configuration (saying where lora_alpha
+// came from when no flag or file set it) and PEFT's
+// print_trainable_parameters line.
+func announceLoRA(w io.Writer, c *cli.Context, mcfg model.Config) (*trainer.LoRAOptions, error) {
+	lo, err := loraOptions(c)
+	if lo == nil || err != nil {
+		return nil, err
+	}
+	alay, err := model.NewAdapterLayout(mcfg, lo.Config)
+	if err != nil {
+		return nil, fmt.Errorf("LoRA: %w", err)
+	}
+	fmt.Fprintf(w, "LoRA: %s (%d modules)\n", lo.Config, len(alay.Modules())*mcfg.L)
+	if c.Int("lora-r") != 0 && !c.IsSet("lora-alpha") {
+		fmt.Fprintf(w, "note: lora_alpha %g is PEFT's LoraConfig default (scale alpha/r = %.4g); --lora-alpha sets another\n",
+			model.DefaultLoRAAlpha, lo.Config.Scale())
+	}
+	_, err = fmt.Fprintln(w, model.TrainableParamsLine(alay))
+	return lo, err
 }
