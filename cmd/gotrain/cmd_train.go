@@ -387,24 +387,30 @@ func openTrainDevice(c *cli.Context, device string, rk launch.Rank, mcfg model.C
 			d.threads = runtime.NumCPU() // bound to its own share already (--bind_cores_to_rank)
 		}
 	}
+	host, hostKnown := hostMemTotal()
 	var err error
 	if device == "cuda" {
 		if d.gpu, err = openGPU(rk.LocalRank, d.threads, c.Bool("allow-tf32")); err != nil {
 			return nil, err
 		}
 		d.be = d.gpu.be
-	} else if d.be, d.gemm, err = newBackend(d.threads, shapes); err != nil {
-		return nil, err
-	}
-	if host, ok := hostMemTotal(); ok {
-		var dev uint64
-		if d.gpu != nil {
-			dev = d.gpu.dev.Info().TotalMemoryBytes
+		if hostKnown {
+			if err := checkModelFits(mcfg, c.String("model"), stage, rk, host, d.gpu.dev.Info().TotalMemoryBytes); err != nil {
+				d.close()
+				return nil, err
+			}
 		}
-		if err := checkModelFits(mcfg, c.String("model"), stage, rk, host, dev); err != nil {
-			d.close()
+		return d, nil
+	}
+	// A model that cannot fit is refused before the GEMMs are timed on its
+	// shapes.
+	if hostKnown {
+		if err := checkModelFits(mcfg, c.String("model"), stage, rk, host, 0); err != nil {
 			return nil, err
 		}
+	}
+	if d.be, d.gemm, err = newBackend(d.threads, shapes); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

@@ -84,13 +84,43 @@ func chooseCPUGEMM(flag string, threads int, shapes []blas.Shape) (cpuGEMM, erro
 // x·Wᵀ, the weight gradient doutᵀ·x): the MLP's up and down projections
 // forward, the up projection's weight gradient, and one classifier block.
 // Choosing the GEMM on these is choosing it on most of a step's FLOPs.
+// A shape is clamped to at most maxTimedFLOPs (see timedShape).
 func gemmShapes(cfg model.Config, B, T int) []blas.Shape {
 	rows := B * T
 	ff := max(cfg.FF, cfg.C)
-	return []blas.Shape{
+	shapes := []blas.Shape{
 		{TransB: true, M: rows, N: ff, K: cfg.C},
 		{TransB: true, M: rows, N: cfg.C, K: ff},
 		{TransA: true, M: ff, N: cfg.C, K: rows},
 		{TransB: true, M: min(rows, model.LogitBlockRows), N: cfg.Vp, K: cfg.C},
 	}
+	for i, sh := range shapes {
+		shapes[i] = timedShape(sh)
+	}
+	return shapes
+}
+
+// maxTimedFLOPs bounds one timed product: the choice is made in a fraction
+// of a second at start (each product runs at least twice per GEMM), and a
+// GEMM of a few GFLOP already runs at the rate of any larger one of its
+// kind.
+const maxTimedFLOPs = 8e9
+
+// timedShape halves the largest dimension of s until its product is at
+// most maxTimedFLOPs, keeping its transposes: a classifier (gpt2-tiny's
+// 2,048 × 50,304 × 256 is 53 GFLOP, a Qwen3's 2,048 × 151,936 × 1,024 is
+// 637) is timed on a slice of its vocabulary, and a large model's operands
+// are never allocated whole.
+func timedShape(s blas.Shape) blas.Shape {
+	for s.Flops() > maxTimedFLOPs {
+		switch {
+		case s.M >= s.N && s.M >= s.K:
+			s.M = (s.M + 1) / 2
+		case s.N >= s.K:
+			s.N = (s.N + 1) / 2
+		default:
+			s.K = (s.K + 1) / 2
+		}
+	}
+	return s
 }
