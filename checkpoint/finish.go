@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // Finish completes the tag on every rank. Each rank fsyncs and closes its
@@ -100,15 +101,11 @@ func fileSpans(lay Layout, kind Kind) []span {
 // summarize fsyncs path and checksums its header and the given spans.
 func summarize(path string, spans []span) (FileSummary, error) {
 	name := filepath.Base(path)
-	f, err := os.Open(path)
+	f, st, err := regularfile.Open("checkpoint file", path)
 	if err != nil {
 		return FileSummary{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return FileSummary{}, err
-	}
 	hdrLen := int64(0)
 	if len(spans) > 0 {
 		hdrLen = spans[0].begin
