@@ -23,10 +23,13 @@ import (
 // meta's Tag, WorldSize, Layout, NumParams, Kinds, Files, Created and
 // checksum are set here; FormatVersion is set to this package's version.
 // meta.RunID names the lineage whose older tags SaveTotalLimit may prune.
+//
+// When the save fails before the rename, rank 0 removes ".<tag>.tmp" and
+// the error says so: a partial tag would only hold disk space.
 func (w *TagWriter) Finish(meta Metadata) error {
 	syncErr := w.syncFiles()
 	if err := w.opts.Barrier(); err != nil {
-		return errors.Join(syncErr, fmt.Errorf("checkpoint %s: barrier after writes: %w", w.tag, err))
+		return w.failed(errors.Join(syncErr, fmt.Errorf("checkpoint %s: barrier after writes: %w", w.tag, err)))
 	}
 	var commitErr error
 	if w.opts.Rank == 0 {
@@ -37,9 +40,9 @@ func (w *TagWriter) Finish(meta Metadata) error {
 		}
 	}
 	if err := w.opts.Barrier(); err != nil {
-		return errors.Join(syncErr, commitErr, fmt.Errorf("checkpoint %s: barrier after commit: %w", w.tag, err))
+		return w.failed(errors.Join(syncErr, commitErr, fmt.Errorf("checkpoint %s: barrier after commit: %w", w.tag, err)))
 	}
-	return errors.Join(syncErr, commitErr)
+	return w.failed(errors.Join(syncErr, commitErr))
 }
 
 // commit is rank 0's part of Finish.
