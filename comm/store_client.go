@@ -69,7 +69,7 @@ func dialStore(ctx context.Context, host string, port, rank, size int, timeout t
 		conn, err := d.DialContext(ctx, "tcp", target)
 		if err == nil {
 			conn.SetDeadline(earliest(callDeadline(ctx, handshakeTimeout), time.Now().Add(handshakeTimeout)))
-			err = clientHandshake(conn, key, auth.jobID, target, auth.hint)
+			err = clientHandshake(conn, key, rank, auth.jobID, target, auth.hint)
 			if err == nil {
 				conn.SetDeadline(time.Time{})
 				c := &storeClient{
