@@ -125,6 +125,7 @@ func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -158,6 +159,10 @@ func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 	}
 	cl.server = srv
 	if err := cl.join(ctx, o.Fields, timeout); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			err = fmt.Errorf("rendezvous: rank %d stopped waiting for all %d ranks to join at %s after %s: %w",
+				o.Rank, o.Size, cl.target, roundDuration(time.Since(start)), context.Cause(ctx))
+		}
 		cl.server = nil
 		cl.Close()
 		if srv != nil {

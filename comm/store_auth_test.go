@@ -537,3 +537,31 @@ func TestPendingConnsEvictsOldestAndClosesLateArrivals(t *testing.T) {
 		t.Fatal("a connection admitted after CloseAll was kept open")
 	}
 }
+
+// TestRendezvousInterruptedNamesWhatAndWhy: SIGTERM during the rendezvous
+// ended it with a bare "context canceled". The error says what the rank
+// was waiting for and what stopped it (the context's cause: the signal).
+func TestRendezvousInterruptedNamesWhatAndWhy(t *testing.T) {
+	sig := errors.New("terminated signal received") // what os/signal.NotifyContext gives as the cause
+	t.Run("rank 0 waiting for the join", func(t *testing.T) {
+		ln, port := loopbackListener(t)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(200*time.Millisecond, func() { cancel(sig) })
+		_, err := Rendezvous(ctx, RendezvousOptions{Rank: 0, Size: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second, Listener: ln})
+		if err == nil || !strings.Contains(err.Error(), "rank 0 stopped waiting for all 2 ranks to join at 127.0.0.1:") ||
+			!strings.Contains(err.Error(), "terminated signal received") || !errors.Is(err, sig) {
+			t.Fatalf("interrupted join: %v", err)
+		}
+	})
+	t.Run("rank 1 dialing", func(t *testing.T) {
+		ln, port := loopbackListener(t)
+		ln.Close()
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(200*time.Millisecond, func() { cancel(sig) })
+		_, err := Rendezvous(ctx, RendezvousOptions{Rank: 1, Size: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second})
+		if err == nil || !strings.Contains(err.Error(), "rank 1 stopped waiting for rank 0's store at 127.0.0.1:") ||
+			!strings.Contains(err.Error(), "terminated signal received") {
+			t.Fatalf("interrupted dial: %v", err)
+		}
+	})
+}

@@ -167,7 +167,7 @@ func runTrain(c *cli.Context) error {
 		}
 		cm, err := connect(c.Context, rk, dev.be, dev.gpu, c.Duration("comm-timeout"), fields, c.App.ErrWriter)
 		if err != nil {
-			return err
+			return interruptedExit(c.Context, "during the rendezvous", err)
 		}
 		defer cm.Close()
 		topts.Comm = cm
