@@ -53,9 +53,10 @@ func entries(t *testing.T, dir string) []string {
 }
 
 // TestFailedFinishRemovesPartialTag: a meta.json write that fails (the
-// disk filled up after the tensors went in) left ".global_step3.tmp" with
-// every tensor in it until the same tag was saved again. Finish now
-// removes it, says so, and leaves the previous tag and "latest" alone.
+// disk filled up after the tensors went in) must not leave
+// ".global_step3.tmp" holding every tensor until the same tag is saved
+// again: Finish removes it, says so, and leaves the previous tag and
+// "latest" alone.
 func TestFailedFinishRemovesPartialTag(t *testing.T) {
 	cfg := testConfig()
 	lay := model.NewLayout(cfg)

@@ -323,10 +323,10 @@ func (w *warnings) first(substr string) (string, time.Time, bool) {
 }
 
 // TestRendezvousReportsRefusedRankAtOnce: a rank refused for another
-// secret or another job id left rank 0 silent until the rendezvous timed
-// out (--comm-timeout, 30 minutes by default). Rank 0 now says at once
-// which rank it refused, from where and why, and the rendezvous fails on
-// rank 0 well within its timeout with the same.
+// secret or another job id must not leave rank 0 silent until the
+// rendezvous times out (--comm-timeout, 30 minutes by default): rank 0
+// says at once which rank it refused, from where and why, and the
+// rendezvous fails on rank 0 well within its timeout with the same.
 func TestRendezvousReportsRefusedRankAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name, job string

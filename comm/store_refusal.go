@@ -6,13 +6,13 @@ import (
 )
 
 // A rank the store refuses (another secret, a secret derived from other
-// settings, another job id) learns why at once and exits; rank 0 used to
-// wait out the whole rendezvous timeout (--comm-timeout, 30 minutes by
-// default) without a word. The store now says at once which rank it
-// refused, from where and why, and fails the join for every rank unless
+// settings, another job id) learns why at once and exits, so rank 0 would
+// otherwise wait out the whole rendezvous timeout (--comm-timeout, 30
+// minutes by default) without a word. The store says at once which rank
+// it refused, from where and why, and fails the join for every rank unless
 // that rank joins within refusalGrace: a stray connection claiming a rank
-// (an unauthenticated name) then delays a slow rank's arrival by nothing,
-// and a real misconfiguration costs seconds, not half an hour.
+// (an unauthenticated name) costs a slow rank nothing if it arrives in
+// time, and a real misconfiguration costs seconds, not half an hour.
 
 // defaultRefusalGrace is how long the join waits, after refusing a rank,
 // for that rank to join after all. Rendezvous makes it at most half the

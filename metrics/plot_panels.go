@@ -62,7 +62,7 @@ func buildPanels(steps []StepRecord, evals []EvalRecord, opts PlotOptions) ([][]
 }
 
 // shareStepAxis gives every panel the run's whole step range (a series
-// logged on fewer steps, such as memory, no longer stretches its panel)
+// logged on fewer steps, such as memory, does not set its panel's own)
 // and the same ticker, so the four panels read against one another.
 func shareStepAxis(panels [][]*panel, steps []StepRecord, evals []EvalRecord) {
 	lo, hi := math.Inf(1), math.Inf(-1)

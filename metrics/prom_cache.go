@@ -7,9 +7,9 @@ import (
 )
 
 // A scrape gathers every collector, the Go collector's included, which
-// stops the world to read the runtime's memory statistics. Sixteen
-// keep-alive clients scraping as fast as they could halved a CPU run's
-// tokens per second. So /metrics renders the page at most once per
+// stops the world to read the runtime's memory statistics: sixteen
+// keep-alive clients scraping back to back halve a CPU run's tokens per
+// second. So /metrics renders the page at most once per
 // ScrapeInterval and serves that page to every scrape in between (and to
 // every scrape that arrives while it renders), and at most
 // MaxConcurrentScrapes are served at once: the rest get 503 with
