@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gotrain/gotrain/internal/atomicfile"
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // Candidate is one GEMM Choose may pick.
@@ -274,7 +275,7 @@ const chooseCacheFile = "blas-choice.json"
 func (c chooseCache) read() chooseFile {
 	var f chooseFile
 	if c.dir != "" {
-		if b, err := os.ReadFile(filepath.Join(c.dir, chooseCacheFile)); err == nil && len(b) < 1<<20 {
+		if b, err := regularfile.Read("BLAS choice cache", filepath.Join(c.dir, chooseCacheFile), 1<<20); err == nil {
 			if json.Unmarshal(b, &f) != nil {
 				f = chooseFile{}
 			}

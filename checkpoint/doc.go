@@ -23,7 +23,10 @@
 // A save is written under ".<tag>.tmp", fsynced, renamed to <tag> (swapped
 // in with RENAME_EXCHANGE when the tag exists), and only then is "latest"
 // replaced (write, fsync, rename). A crash at any point leaves the previous
-// tag and "latest" as they were. Retention (Prune) deletes only the saving
+// tag and "latest" as they were. A save that fails removes its
+// ".<tag>.tmp" (Abort, Finish), and a run that takes the output lock
+// removes those killed saves left (SweepPartial), so a full disk does not
+// stay full of partial tags. Retention (Prune) deletes only the saving
 // lineage's older tags. LockOutputDir keeps a second run out of a run's
 // output directory.
 package checkpoint

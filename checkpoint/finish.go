@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // Finish completes the tag on every rank. Each rank fsyncs and closes its
@@ -22,10 +23,13 @@ import (
 // meta's Tag, WorldSize, Layout, NumParams, Kinds, Files, Created and
 // checksum are set here; FormatVersion is set to this package's version.
 // meta.RunID names the lineage whose older tags SaveTotalLimit may prune.
+//
+// When the save fails before the rename, rank 0 removes ".<tag>.tmp" and
+// the error says so: a partial tag would only hold disk space.
 func (w *TagWriter) Finish(meta Metadata) error {
 	syncErr := w.syncFiles()
 	if err := w.opts.Barrier(); err != nil {
-		return errors.Join(syncErr, fmt.Errorf("checkpoint %s: barrier after writes: %w", w.tag, err))
+		return w.failed(errors.Join(syncErr, fmt.Errorf("checkpoint %s: barrier after writes: %w", w.tag, err)))
 	}
 	var commitErr error
 	if w.opts.Rank == 0 {
@@ -36,9 +40,9 @@ func (w *TagWriter) Finish(meta Metadata) error {
 		}
 	}
 	if err := w.opts.Barrier(); err != nil {
-		return errors.Join(syncErr, commitErr, fmt.Errorf("checkpoint %s: barrier after commit: %w", w.tag, err))
+		return w.failed(errors.Join(syncErr, commitErr, fmt.Errorf("checkpoint %s: barrier after commit: %w", w.tag, err)))
 	}
-	return errors.Join(syncErr, commitErr)
+	return w.failed(errors.Join(syncErr, commitErr))
 }
 
 // commit is rank 0's part of Finish.
@@ -100,15 +104,11 @@ func fileSpans(lay Layout, kind Kind) []span {
 // summarize fsyncs path and checksums its header and the given spans.
 func summarize(path string, spans []span) (FileSummary, error) {
 	name := filepath.Base(path)
-	f, err := os.Open(path)
+	f, st, err := regularfile.Open("checkpoint file", path)
 	if err != nil {
 		return FileSummary{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return FileSummary{}, err
-	}
 	hdrLen := int64(0)
 	if len(spans) > 0 {
 		hdrLen = spans[0].begin

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gotrain/gotrain/internal/atomicfile"
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // writeSynced creates path with data and fsyncs it. Only for files inside
@@ -101,12 +103,12 @@ func Latest(dir string) (tag string, ok bool, err error) { return readLatest(dir
 // such file.
 func readLatest(dir string) (tag string, ok bool, err error) {
 	path := filepath.Join(dir, LatestFile)
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
+	f, _, err := regularfile.Open(`checkpoints' "latest" file`, path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("read %s: %w", path, err)
+		return "", false, err
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxLatestBytes+1))

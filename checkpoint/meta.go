@@ -7,8 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // metaSumPrefix is how every meta.json of FormatVersion 2 begins: the
@@ -91,7 +92,7 @@ const maxMetaBytes = 64 << 20
 // readMeta reads and checks a tag directory's meta.json.
 func readMeta(tagDir string) (Metadata, bool, error) {
 	path := filepath.Join(tagDir, MetaFile)
-	f, err := os.Open(path)
+	f, _, err := regularfile.Open("checkpoint metadata", path)
 	if err != nil {
 		return Metadata{}, false, err
 	}

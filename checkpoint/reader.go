@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gotrain/gotrain/internal/regularfile"
 	"github.com/gotrain/gotrain/model"
 )
 
@@ -92,7 +93,7 @@ func Open(dir, tag string) (*Reader, error) {
 // Verify or ReadRange with the tensor it cuts.
 func openKind(path string, numParams int) (*kindFile, error) {
 	name := filepath.Base(path)
-	f, err := os.Open(path)
+	f, _, err := regularfile.Open("checkpoint state file", path)
 	if err != nil {
 		return nil, err
 	}

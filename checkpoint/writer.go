@@ -39,7 +39,8 @@ type TagWriter struct {
 // ".<tag>.tmp" and creates each kind's file at full size with its header;
 // after the barrier every rank opens the files for writing. A rank-0
 // failure still reaches the barrier, so the other ranks fail to open the
-// files instead of waiting forever.
+// files instead of waiting forever; it removes what it had created. A
+// caller that gives up between here and Finish calls Abort.
 func NewTagWriter(dir, tag string, lay Layout, kinds []Kind, opts WriterOptions) (*TagWriter, error) {
 	if err := checkTag(tag); err != nil {
 		return nil, err
@@ -68,7 +69,7 @@ func NewTagWriter(dir, tag string, lay Layout, kinds []Kind, opts WriterOptions)
 	tmp := filepath.Join(dir, tmpName(tag))
 	var createErr error
 	if opts.Rank == 0 {
-		createErr = w.create(tmp)
+		createErr = w.failed(w.create(tmp))
 	}
 	if err := opts.Barrier(); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: barrier after creating files: %w", tag, err)

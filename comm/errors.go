@@ -2,7 +2,9 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -22,8 +24,29 @@ func (e *PeerLostError) Error() string {
 	if e.ReportedBy >= 0 {
 		by = fmt.Sprintf(" (reported by rank %d)", e.ReportedBy)
 	}
-	return fmt.Sprintf("comm: lost rank %d during %s%s: %v (the process probably died; see its log)",
-		e.Rank, e.Op, by, e.Err)
+	// A closed or reset connection means the process is gone; silence
+	// also fits a process that is alive but stopped (SIGSTOP, a
+	// debugger, a suspended job), hung, or cut off.
+	why := "the process probably died; see its log"
+	if silentPeer(e.Err) {
+		why = "the process is not responding: stopped (SIGSTOP, a debugger), hung or dead, or its host is unreachable; see its log"
+	}
+	return fmt.Sprintf("comm: lost rank %d during %s%s: %v (%s)", e.Rank, e.Op, by, e.Err, why)
+}
+
+// PeerSilentError is a peer connection that carried neither data nor a
+// heartbeat for Silence: the peer may be dead, stopped or cut off.
+type PeerSilentError struct{ Silence time.Duration }
+
+// peerSilentText begins every PeerSilentError's text, which is how a rank
+// that hears of the loss from another (as text) still tells it apart.
+const peerSilentText = "no data or heartbeat for "
+
+func (e *PeerSilentError) Error() string { return peerSilentText + e.Silence.String() }
+
+func silentPeer(err error) bool {
+	var s *PeerSilentError
+	return errors.As(err, &s) || (err != nil && strings.HasPrefix(err.Error(), peerSilentText))
 }
 
 func (e *PeerLostError) Unwrap() error { return e.Err }

@@ -83,7 +83,8 @@ type RendezvousOptions struct {
 	// rendezvous on every rank, naming each differing field with both values.
 	Fields []Field
 	// Warnf, when not nil, receives warnings worth a user's attention (rank 0
-	// had to serve the store on every interface).
+	// had to serve the store on every interface; rank 0's store refused a
+	// rank, said at once, with the rank, its address and the reason).
 	Warnf func(format string, args ...any)
 	// Listener, on rank 0 only, is served instead of listening on
 	// Addr:Port, for callers that bound the port already (tests use
@@ -95,7 +96,9 @@ type RendezvousOptions struct {
 // (retrying while rank 0 is still starting), proves the job secret, and
 // waits until all Size ranks joined with the same world size and fields.
 // When a rank never arrives, the error names the missing ranks on every
-// rank that did.
+// rank that did; when the store refused a rank (another secret or job id)
+// and it does not join within 30 seconds (half the Timeout, if shorter),
+// the rendezvous fails on every rank naming it and the reason.
 func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 	if o.Size < 1 {
 		return nil, fmt.Errorf("rendezvous: WORLD_SIZE is %d; it must be at least 1", o.Size)
@@ -122,6 +125,7 @@ func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -143,7 +147,8 @@ func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 				host = a.IP.String()
 			}
 		}
-		srv = newStoreServer(ln, o.Size, serverConfig{key: storeKey(o.Secret, o.JobID), jobID: o.JobID})
+		srv = newStoreServer(ln, o.Size, serverConfig{key: storeKey(o.Secret, o.JobID), jobID: o.JobID,
+			refusalGrace: min(defaultRefusalGrace, timeout/2), warnf: o.Warnf})
 	}
 	cl, err := dialStore(ctx, host, port, o.Rank, o.Size, timeout, clientAuth{secret: o.Secret, jobID: o.JobID, hint: o.SecretHint})
 	if err != nil {
@@ -154,6 +159,10 @@ func Rendezvous(ctx context.Context, o RendezvousOptions) (Store, error) {
 	}
 	cl.server = srv
 	if err := cl.join(ctx, o.Fields, timeout); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			err = fmt.Errorf("rendezvous: rank %d stopped waiting for all %d ranks to join at %s after %s: %w",
+				o.Rank, o.Size, cl.target, roundDuration(time.Since(start)), context.Cause(ctx))
+		}
 		cl.server = nil
 		cl.Close()
 		if srv != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,27 +16,32 @@ import (
 // before it completes, and every step has a fixed size, so an
 // unauthenticated client can make rank 0 hold at most a few dozen bytes.
 //
-//	server → client  magic "GTSTORE2", server nonce (32), job id length (u8), job id
-//	client → server  client nonce (32), HMAC(K, "client" ‖ server nonce ‖ client nonce)
+//	server → client  magic "GTSTORE3", server nonce (32), job id length (u8), job id
+//	client → server  client nonce (32), rank (u32), job id length (u8), job id,
+//	                 HMAC(K, "client" ‖ server nonce ‖ client nonce ‖ rank ‖ job id)
 //	server → client  authAccepted, HMAC(K, "server" ‖ server nonce ‖ client nonce)
-//	                 or authRefused / authBusy, then close
+//	                 or authRefused / authWrongJob / authBusy, then close
 //
 // K is derived from the job secret and the job id (storeKey). The client
 // answers a fresh server nonce, so a recorded answer is useless later; the
 // server answers the client's nonce, so a listener that does not know the
 // secret (a foreign process on MASTER_PORT) cannot pass as rank 0. The
 // labels differ per direction and per purpose (the peer mesh uses PeerKey),
-// so no proof can be replayed in another place. The job id travels in the
-// clear: it is a name, not a secret, and lets a rank of another job say so
-// instead of failing with a bare "wrong secret".
+// so no proof can be replayed in another place. The job ids and the
+// client's rank travel in the clear: they are names, not secrets, and let
+// both sides say which rank of which job was refused, at once, instead of
+// one side failing with a bare "wrong secret" and the other waiting out the
+// rendezvous timeout in silence. A client of another job still sends its
+// answer, so rank 0 learns why it will not join.
 const (
-	storeMagic = "GTSTORE2"
+	storeMagic = "GTSTORE3"
 	// MaxJobIDLen bounds a job id so it fits the handshake's one-byte length.
 	MaxJobIDLen = 128
 
 	authAccepted uint8 = 1
 	authRefused  uint8 = 2 // the proof was wrong
 	authBusy     uint8 = 3 // too many ranks connected
+	authWrongJob uint8 = 4 // the client belongs to another job
 )
 
 // storeKey is the store's HMAC key for a job.
@@ -90,12 +96,30 @@ func NewNonce() ([]byte, error) {
 	return n, nil
 }
 
+// refusal is a client the store turned away after reading its answer:
+// the rank it claimed (unauthenticated: a name for messages) and why.
+type refusal struct {
+	rank     int
+	otherJob string // the job the client belongs to, when not this one
+	wrongJob bool
+}
+
+func (r *refusal) Error() string {
+	if r.wrongJob {
+		return fmt.Sprintf("rank %d belongs to job %s", r.rank, quoteJob(r.otherJob))
+	}
+	return errBadProof.Error()
+}
+
+func (r *refusal) Is(target error) bool { return target == errBadProof && !r.wrongJob }
+
 // serverHandshake runs rank 0's side on a new connection under its
 // deadline. Once the client proved the key, verdict decides its fate:
 // authAccepted, authBusy, or 0 to drop it without an answer. It returns nil
 // once the client was accepted and given the server's proof. A wrong proof
-// is answered with authRefused, so a client with the wrong secret learns it
-// within one round trip.
+// is answered with authRefused and a client of another job with
+// authWrongJob, so it learns within one round trip; either returns a
+// *refusal naming the rank the client claimed.
 func serverHandshake(c net.Conn, key []byte, jobID string, verdict func() uint8) error {
 	sn, err := NewNonce()
 	if err != nil {
@@ -109,14 +133,24 @@ func serverHandshake(c net.Conn, key []byte, jobID string, verdict func() uint8)
 	if _, err := c.Write(hello); err != nil {
 		return err
 	}
-	var answer [NonceSize + MACSize]byte
-	if _, err := io.ReadFull(c, answer[:]); err != nil {
+	var head [NonceSize + 4 + 1]byte
+	if _, err := io.ReadFull(c, head[:]); err != nil {
 		return err
 	}
-	cn, mac := answer[:NonceSize], answer[NonceSize:]
-	if !hmac.Equal(mac, Proof(key, "client", sn, cn)) {
+	cn, rankBytes := head[:NonceSize], head[NonceSize:NonceSize+4]
+	rest := make([]byte, int(head[len(head)-1])+MACSize) // at most 255+32 bytes
+	if _, err := io.ReadFull(c, rest); err != nil {
+		return err
+	}
+	theirJob, mac := rest[:len(rest)-MACSize], rest[len(rest)-MACSize:]
+	claimed := int(binary.BigEndian.Uint32(rankBytes))
+	if string(theirJob) != jobID {
+		c.Write([]byte{authWrongJob})
+		return &refusal{rank: claimed, otherJob: string(theirJob), wrongJob: true}
+	}
+	if !hmac.Equal(mac, Proof(key, "client", sn, cn, rankBytes, theirJob)) {
 		c.Write([]byte{authRefused})
-		return errBadProof
+		return &refusal{rank: claimed}
 	}
 	switch v := verdict(); v {
 	case authAccepted:
@@ -144,11 +178,11 @@ type handshakeError struct {
 func (e *handshakeError) Error() string { return e.err.Error() }
 func (e *handshakeError) Unwrap() error { return e.err }
 
-// clientHandshake runs a rank's side: it checks the server is a store of
+// clientHandshake runs rank's side: it checks the server is a store of
 // this job and that it knows the key, and proves this rank knows it.
 // target names the store in errors; hint (may be empty) ends a refusal: where
 // the secret came from and what likely differs.
-func clientHandshake(c net.Conn, key []byte, jobID, target, hint string) error {
+func clientHandshake(c net.Conn, key []byte, rank int, jobID, target, hint string) error {
 	broken := func(err error) error {
 		return &handshakeError{retry: true, err: fmt.Errorf("rendezvous: the store at %s closed the connection during the handshake: %w", target, err)}
 	}
@@ -171,16 +205,25 @@ func clientHandshake(c net.Conn, key []byte, jobID, target, hint string) error {
 	if _, err := io.ReadFull(c, theirs); err != nil {
 		return broken(err)
 	}
-	if string(theirs) != jobID {
-		return &handshakeError{err: fmt.Errorf("rendezvous: the store at %s serves job %s but this rank belongs to job %s: another job is using MASTER_PORT (give each job its own port), or the ranks were started with different GOTRAIN_JOB_ID values",
-			target, quoteJob(string(theirs)), quoteJob(jobID))}
-	}
 	cn, err := NewNonce()
 	if err != nil {
 		return &handshakeError{err: err}
 	}
-	if _, err := c.Write(append(bytes.Clone(cn), Proof(key, "client", sn, cn)...)); err != nil {
-		return broken(err)
+	var rankBytes [4]byte
+	binary.BigEndian.PutUint32(rankBytes[:], uint32(rank))
+	answer := append(bytes.Clone(cn), rankBytes[:]...)
+	answer = append(answer, byte(len(jobID)))
+	answer = append(answer, jobID...)
+	answer = append(answer, Proof(key, "client", sn, cn, rankBytes[:], []byte(jobID))...)
+	// Answered even to another job's store, so that its rank 0 can say at
+	// once which rank of which job it turned away.
+	_, werr := c.Write(answer)
+	if string(theirs) != jobID {
+		return &handshakeError{err: fmt.Errorf("rendezvous: the store at %s serves job %s but this rank belongs to job %s: another job is using MASTER_PORT (give each job its own port), or the ranks were started with different GOTRAIN_JOB_ID values",
+			target, quoteJob(string(theirs)), quoteJob(jobID))}
+	}
+	if werr != nil {
+		return broken(werr)
 	}
 	var verdict [1]byte
 	if _, err := io.ReadFull(c, verdict[:]); err != nil {
@@ -190,6 +233,8 @@ func clientHandshake(c net.Conn, key []byte, jobID, target, hint string) error {
 	case authAccepted:
 	case authRefused:
 		return &handshakeError{err: fmt.Errorf("rendezvous: the store at %s refused this rank: its job secret differs from rank 0's%s", target, hintSuffix(hint))}
+	case authWrongJob: // only a store whose greeting named another job sends it
+		return &handshakeError{err: fmt.Errorf("rendezvous: the store at %s refused this rank as one of another job", target)}
 	case authBusy:
 		return &handshakeError{err: fmt.Errorf("rendezvous: the store at %s refused this rank: too many ranks are connected to it already (a rank started twice?)", target)}
 	default:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -296,26 +297,87 @@ func TestRendezvousRefusesAnotherJob(t *testing.T) {
 	st0.Close()
 }
 
-// TestRendezvousTimeoutNamesRefusedConnections: when a rank never arrives
-// because its secret differs, the ranks that wait say that connections
-// failed to prove the secret, not only that the rank is missing.
-func TestRendezvousTimeoutNamesRefusedConnections(t *testing.T) {
-	ln, port := loopbackListener(t)
-	done := make(chan error, 1)
-	go func() {
-		_, err := Rendezvous(context.Background(), RendezvousOptions{Rank: 0, Size: 2, Addr: "127.0.0.1", Port: port,
-			Timeout: time.Second, Secret: testSecret, Listener: ln})
-		done <- err
-	}()
-	_, err := Rendezvous(context.Background(), RendezvousOptions{Rank: 1, Size: 2, Addr: "127.0.0.1", Port: port,
-		Timeout: time.Second, Secret: otherSecret})
-	if err == nil || !strings.Contains(err.Error(), "job secret differs") {
-		t.Fatalf("rank 1: %v", err)
+// warnings collects a Warnf's lines with the time each arrived.
+type warnings struct {
+	mu    sync.Mutex
+	lines []string
+	at    []time.Time
+}
+
+func (w *warnings) warnf(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lines = append(w.lines, fmt.Sprintf(format, args...))
+	w.at = append(w.at, time.Now())
+}
+
+func (w *warnings) first(substr string) (string, time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, l := range w.lines {
+		if strings.Contains(l, substr) {
+			return l, w.at[i], true
+		}
 	}
-	err = <-done
-	if err == nil || !strings.Contains(err.Error(), "ranks [1] of 2 did not arrive") ||
-		!strings.Contains(err.Error(), "1 connection(s) to the store failed to prove the job secret, the last from 127.0.0.1:") {
-		t.Fatalf("rank 0: %v", err)
+	return "", time.Time{}, false
+}
+
+// TestRendezvousReportsRefusedRankAtOnce: a rank refused for another
+// secret or another job id must not leave rank 0 silent until the
+// rendezvous times out (--comm-timeout, 30 minutes by default): rank 0
+// says at once which rank it refused, from where and why, and the
+// rendezvous fails on rank 0 well within its timeout with the same.
+func TestRendezvousReportsRefusedRankAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, job string
+		secret    []byte
+		why       string
+	}{
+		{"secret", "job-A", otherSecret, "proof of the job secret was wrong"},
+		{"job id", "job-B", testSecret, `belongs to job "job-B", not this job "job-A"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, port := loopbackListener(t)
+			const timeout = 2 * time.Second
+			var warn warnings
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				_, err := Rendezvous(context.Background(), RendezvousOptions{Rank: 0, Size: 3, Addr: "127.0.0.1", Port: port,
+					Timeout: timeout, Secret: testSecret, JobID: "job-A", Listener: ln, Warnf: warn.warnf})
+				done <- err
+			}()
+			_, err := Rendezvous(context.Background(), RendezvousOptions{Rank: 2, Size: 3, Addr: "127.0.0.1", Port: port,
+				Timeout: timeout, Secret: tc.secret, JobID: tc.job})
+			if err == nil {
+				t.Fatal("the misconfigured rank 2 joined")
+			}
+			refusedAt := time.Now()
+			// The store logs as it refuses; allow for a loaded machine.
+			deadline := time.Now().Add(2 * time.Second)
+			var line string
+			var at time.Time
+			for ok := false; !ok && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				line, at, ok = warn.first("refused rank 2")
+			}
+			if line == "" {
+				t.Fatalf("rank 0 said nothing of refusing rank 2 (warnings %q)", warn.lines)
+			}
+			if !strings.Contains(line, "from 127.0.0.1:") || !strings.Contains(line, tc.why) {
+				t.Errorf("rank 0's warning %q does not name the address and %q", line, tc.why)
+			}
+			if d := at.Sub(refusedAt); d > time.Second {
+				t.Errorf("rank 0 reported the refusal %v after it", d)
+			}
+			err = <-done
+			if took := time.Since(start); took >= timeout {
+				t.Errorf("rank 0 failed after %v, the whole rendezvous timeout", took)
+			}
+			if err == nil || !strings.Contains(err.Error(), "rank 2 cannot join: the store refused it (connecting from 127.0.0.1:") ||
+				!strings.Contains(err.Error(), tc.why) {
+				t.Errorf("rank 0: %v, want the refusal of rank 2 with %q", err, tc.why)
+			}
+		})
 	}
 }
 
@@ -390,7 +452,7 @@ func authedConn(t *testing.T, port int, secret []byte, job string) net.Conn {
 		t.Fatal(err)
 	}
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if err := clientHandshake(c, storeKey(secret, job), job, "test", ""); err != nil {
+	if err := clientHandshake(c, storeKey(secret, job), 1, job, "test", ""); err != nil {
 		c.Close()
 		t.Fatal(err)
 	}
@@ -474,4 +536,32 @@ func TestPendingConnsEvictsOldestAndClosesLateArrivals(t *testing.T) {
 	if p.Admit(a) || !closed(b) || !closed(ends[2]) || p.Len() != 0 {
 		t.Fatal("a connection admitted after CloseAll was kept open")
 	}
+}
+
+// TestRendezvousInterruptedNamesWhatAndWhy: SIGTERM during the rendezvous
+// ended it with a bare "context canceled". The error says what the rank
+// was waiting for and what stopped it (the context's cause: the signal).
+func TestRendezvousInterruptedNamesWhatAndWhy(t *testing.T) {
+	sig := errors.New("terminated signal received") // what os/signal.NotifyContext gives as the cause
+	t.Run("rank 0 waiting for the join", func(t *testing.T) {
+		ln, port := loopbackListener(t)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(200*time.Millisecond, func() { cancel(sig) })
+		_, err := Rendezvous(ctx, RendezvousOptions{Rank: 0, Size: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second, Listener: ln})
+		if err == nil || !strings.Contains(err.Error(), "rank 0 stopped waiting for all 2 ranks to join at 127.0.0.1:") ||
+			!strings.Contains(err.Error(), "terminated signal received") || !errors.Is(err, sig) {
+			t.Fatalf("interrupted join: %v", err)
+		}
+	})
+	t.Run("rank 1 dialing", func(t *testing.T) {
+		ln, port := loopbackListener(t)
+		ln.Close()
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(200*time.Millisecond, func() { cancel(sig) })
+		_, err := Rendezvous(ctx, RendezvousOptions{Rank: 1, Size: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second})
+		if err == nil || !strings.Contains(err.Error(), "rank 1 stopped waiting for rank 0's store at 127.0.0.1:") ||
+			!strings.Contains(err.Error(), "terminated signal received") {
+			t.Fatalf("interrupted dial: %v", err)
+		}
+	})
 }

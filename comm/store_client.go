@@ -69,7 +69,7 @@ func dialStore(ctx context.Context, host string, port, rank, size int, timeout t
 		conn, err := d.DialContext(ctx, "tcp", target)
 		if err == nil {
 			conn.SetDeadline(earliest(callDeadline(ctx, handshakeTimeout), time.Now().Add(handshakeTimeout)))
-			err = clientHandshake(conn, key, auth.jobID, target, auth.hint)
+			err = clientHandshake(conn, key, rank, auth.jobID, target, auth.hint)
 			if err == nil {
 				conn.SetDeadline(time.Time{})
 				c := &storeClient{
@@ -93,8 +93,10 @@ func dialStore(ctx context.Context, host string, port, rank, size int, timeout t
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) {
+				// The cause says what stopped it ("terminated signal
+				// received"), where ctx.Err() says only "context canceled".
 				return nil, fmt.Errorf("rendezvous: rank %d stopped waiting for rank 0's store at %s after %s: %w (last attempt: %v)",
-					rank, target, roundDuration(time.Since(start)), ctx.Err(), err)
+					rank, target, roundDuration(time.Since(start)), context.Cause(ctx), err)
 			}
 			return nil, fmt.Errorf("rendezvous: rank %d could not reach rank 0's store at %s within %s: %v; check MASTER_ADDR/MASTER_PORT and that rank 0 is running",
 				rank, target, roundDuration(time.Since(start)), err)
@@ -209,12 +211,27 @@ func (c *storeClient) call(ctx context.Context, op uint8, fields func(*encoder),
 				continue
 			}
 			c.forget(id)
-			return nil, fmt.Errorf("rendezvous: store request interrupted: %w", ctx.Err())
+			return nil, fmt.Errorf("rendezvous: %s interrupted: %w", opName(op), context.Cause(ctx))
 		case <-timer.C:
 			c.forget(id)
 			return nil, fmt.Errorf("rendezvous: the store at %s did not answer within %s (rank 0 hung?)", c.target, roundDuration(wait+replyGrace))
 		}
 	}
+}
+
+// opName says what a request was waiting for, for an interruption.
+func opName(op uint8) string {
+	switch op {
+	case opJoin:
+		return "the join"
+	case opGet:
+		return "a store read"
+	case opWait:
+		return "a wait for store keys"
+	case opBarrier:
+		return "a store barrier"
+	}
+	return "a store request"
 }
 
 func (c *storeClient) forget(id uint64) {

@@ -60,7 +60,7 @@ func FuzzStoreServeConn(f *testing.F) {
 
 			client.SetDeadline(time.Now().Add(5 * time.Second))
 			if authed {
-				if err := clientHandshake(client, key, "job-A", "fuzz", ""); err != nil {
+				if err := clientHandshake(client, key, 1, "job-A", "fuzz", ""); err != nil {
 					t.Fatalf("handshake: %v", err)
 				}
 			}

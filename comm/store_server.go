@@ -33,8 +33,12 @@ type storeServer struct {
 	changed  chan struct{}
 	join     joinState
 	barriers map[string]*barrierState
-	refused  int    // connections whose proof was wrong
+	refused  int    // connections refused in the handshake
 	lastFrom string // the last of them, for the join's timeout message
+	// refusals holds, per rank a refused connection claimed, the timer
+	// that fails the join unless that rank joins first.
+	refusals   map[int]*time.Timer
+	refusalLog int // refusals logged, to bound what a flood can print
 }
 
 // serverConfig is who the store serves and how much it holds.
@@ -44,6 +48,11 @@ type serverConfig struct {
 	authTimeout time.Duration // for a new connection to prove the secret
 	maxPending  int           // unauthenticated connections held at once
 	maxRanks    int           // authenticated connections held at once
+	// refusalGrace is how long the join waits for a rank after refusing a
+	// connection that claimed it (default: defaultRefusalGrace).
+	refusalGrace time.Duration
+	// warnf, when not nil, is told of every refusal as it happens.
+	warnf func(format string, args ...any)
 }
 
 // replyWriteLimit bounds one reply's write to a rank that is not reading.
@@ -92,6 +101,9 @@ func newStoreServer(ln net.Listener, size int, cfg serverConfig) *storeServer {
 	if cfg.maxRanks <= 0 {
 		cfg.maxRanks = maxRankConns(size)
 	}
+	if cfg.refusalGrace <= 0 {
+		cfg.refusalGrace = defaultRefusalGrace
+	}
 	s := &storeServer{
 		ln:       ln,
 		size:     size,
@@ -102,6 +114,7 @@ func newStoreServer(ln net.Listener, size int, cfg serverConfig) *storeServer {
 		kv:       make(map[string][]byte),
 		changed:  make(chan struct{}),
 		barriers: make(map[string]*barrierState),
+		refusals: make(map[int]*time.Timer),
 		join:     joinState{arrived: make(map[int]bool), early: make(map[int][]Field), done: make(chan struct{})},
 	}
 	s.wg.Add(1)
@@ -156,6 +169,9 @@ func (s *storeServer) close() {
 	}
 	s.closed = true
 	close(s.quit)
+	for _, t := range s.refusals {
+		t.Stop()
+	}
 	for c := range s.conns {
 		c.Close()
 	}
@@ -206,11 +222,14 @@ func (s *storeServer) authenticate(c net.Conn) bool {
 	if err != nil {
 		s.mu.Lock()
 		delete(s.conns, c)
-		if errors.Is(err, errBadProof) {
-			s.refused++
-			s.lastFrom = c.RemoteAddr().String()
+		var log func()
+		if rf := (*refusal)(nil); errors.As(err, &rf) {
+			log = s.refuseLocked(rf, c.RemoteAddr().String())
 		}
 		s.mu.Unlock()
+		if log != nil {
+			log()
+		}
 		return false
 	}
 	c.SetDeadline(time.Time{})
@@ -520,7 +539,7 @@ func (s *storeServer) refusedNoteLocked() string {
 	if s.refused == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; %d connection(s) to the store failed to prove the job secret, the last from %s: a rank started with a different job secret (or, when it was derived, different settings), or a rank of another job using this port",
+	return fmt.Sprintf("; %d connection(s) to the store were refused, the last from %s: a rank started with a different job secret (or, when it was derived, different settings), or a rank of another job using this port",
 		s.refused, s.lastFrom)
 }
 

@@ -18,6 +18,13 @@ type Options struct {
 // maxConfigBytes bounds a DeepSpeed config file: real ones are a few KB.
 const maxConfigBytes = 16 << 20
 
+// ReadFile reads a config file of any kind gotrain takes (DeepSpeed JSON,
+// Accelerate YAML, FSDP JSON) as Load does: a regular file of at most
+// 16 MiB, never blocking on a named pipe.
+func ReadFile(path string) ([]byte, error) {
+	return regularfile.Read("config", path, maxConfigBytes)
+}
+
 // Load reads and checks the DeepSpeed config at path; see Parse. Only a
 // regular file is read: a named pipe would block the open until a writer
 // appears and a device such as /dev/zero never ends, so each is refused by

@@ -224,6 +224,9 @@ func ParseTokenizerInfo(path string, b []byte) (TokenizerInfo, error) {
 	switch {
 	case info.Tokenizer == "" && doc.HFModel != nil:
 		return bad(`this is a Hugging Face tokenizer file, not gotrain's record: read it with ReadTokenizerInfo on its directory (or --tokenizer PATH)`)
+	case info.Tokenizer == "" && len(hfTokenizerKeys(b)) > 0:
+		return TokenizerInfo{}, fmt.Errorf(`tokenizer %s is a Hugging Face tokenizer.json (it has %q) without its "model" section, which holds the vocabulary and merges: the file is incomplete or damaged; copy tokenizer.json again from the model snapshot`,
+			path, hfTokenizerKeys(b))
 	case info.Tokenizer == "":
 		return bad(`no "tokenizer" name (want one of %q)`, TokenizerNames())
 	}

@@ -190,6 +190,23 @@ func (t *HFTokenizer) writeFiles(dir string) error {
 
 // isHFTokenizerJSON tells a Hugging Face tokenizer.json (it has "model") from
 // the small tokenizer record gotrain writes (it has "tokenizer").
+// hfTokenizerKeys lists the top-level keys of b that only a Hugging Face
+// tokenizer.json has (gotrain's record has none of them), so a
+// tokenizer.json that lost its "model" is still recognised as one.
+func hfTokenizerKeys(b []byte) []string {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(b, &doc) != nil {
+		return nil
+	}
+	var keys []string
+	for _, k := range []string{"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "post_processor", "decoder"} {
+		if _, ok := doc[k]; ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
 func isHFTokenizerJSON(b []byte) bool {
 	var doc struct {
 		Model     json.RawMessage `json:"model"`

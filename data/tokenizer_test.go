@@ -198,3 +198,38 @@ func FuzzTokenizerInfo(f *testing.F) {
 		}
 	})
 }
+
+// TestHFTokenizerWithoutModelIsNamed: a Hugging Face tokenizer.json that
+// lost its "model" section was read as gotrain's own record and refused
+// for having no "tokenizer" name. It must be recognised by its other sections
+// and refused as an incomplete Hugging Face file, wherever it is read.
+func TestHFTokenizerWithoutModelIsNamed(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, TokenizerInfoFile)
+	doc := `{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [{"id": 0, "content": "<|endoftext|>", "special": true}],
+		"normalizer": null, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}, "post_processor": null,
+		"decoder": {"type": "ByteLevel"}}`
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: no error", what)
+		}
+		for _, want := range []string{path, "Hugging Face tokenizer.json", `without its "model" section`, "copy tokenizer.json again"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q does not say %q", what, err, want)
+			}
+		}
+		if strings.Contains(err.Error(), `no "tokenizer" name`) {
+			t.Errorf("%s: %q reads the file as gotrain's record", what, err)
+		}
+	}
+	_, err := NewTokenizer(path)
+	check("NewTokenizer(file)", err)
+	_, err = NewTokenizer(dir)
+	check("NewTokenizer(dir)", err)
+	_, err = ReadTokenizerInfo(dir)
+	check("ReadTokenizerInfo", err)
+}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // EnvCache is the root of gotrain's on-disk caches; compiled kernels go in
@@ -73,11 +75,15 @@ func CacheKey(nvrtcVersion, name string, kind Kind, arch SM, opts []string, src 
 
 func (c *Cache) path(key string, kind Kind) string { return filepath.Join(c.dir, key+kind.ext()) }
 
+// maxCachedImage bounds a cached kernel image read back: a CUBIN or PTX
+// of gotrain's kernels is a few MiB.
+const maxCachedImage = 256 << 20
+
 // Get returns the cached image data for key, or ok=false when there is
 // none or the file does not look like an image of kind (it is then
 // ignored, and the next Put replaces it).
 func (c *Cache) Get(key string, kind Kind) (data []byte, ok bool, err error) {
-	data, err = os.ReadFile(c.path(key, kind))
+	data, err = regularfile.Read("kernel cache entry", c.path(key, kind), maxCachedImage)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}

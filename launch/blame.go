@@ -26,6 +26,8 @@ type Exit struct {
 	Stopped bool
 	// Killed says the supervisor had sent it SIGKILL before its exit was seen.
 	Killed bool
+	// Frozen says it was stopped (process state T) when that SIGKILL went.
+	Frozen bool
 }
 
 // own reports whether the process failed by itself rather than as the

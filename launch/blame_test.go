@@ -65,7 +65,10 @@ func TestHungRankIsBlamed(t *testing.T) {
 	if pe.ExitCode() != 1 || !pe.KilledByLauncher {
 		t.Errorf("exit code %d, killed by the launcher %v; want 1 (rank 0's timeout) and true", pe.ExitCode(), pe.KilledByLauncher)
 	}
-	for _, want := range []string{"sent by gotrain launch: it did not stop within the grace period", "rank 0 reported: step 3: comm: all-reduce timed out", "waiting for rank 1"} {
+	// Rank 1 stopped itself with SIGSTOP: the verdict says it was stopped,
+	// not only that it did not stop in time.
+	for _, want := range []string{"sent by gotrain launch: it did not stop within the grace period", "it was stopped (process state T: SIGSTOP, Ctrl-Z or a debugger)",
+		"rank 0 reported: step 3: comm: all-reduce timed out", "waiting for rank 1"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

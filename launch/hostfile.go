@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // MaxSlots bounds the slots of one hostfile line: more is a typo, and each
@@ -23,9 +24,9 @@ type Node struct {
 
 // ReadHostfile reads and parses a DeepSpeed hostfile (see ParseHostfile).
 func ReadHostfile(path string) ([]Node, error) {
-	f, err := os.Open(path)
+	f, _, err := regularfile.Open("hostfile", path)
 	if err != nil {
-		return nil, fmt.Errorf("read hostfile: %w", err)
+		return nil, fmt.Errorf("read %w", err)
 	}
 	defer f.Close()
 	return ParseHostfile(path, f)

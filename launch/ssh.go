@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // The ssh launcher starts one ssh per node, and each runs gotrain launch on
@@ -286,12 +287,12 @@ func validEnvName(k string) bool {
 func ReadEnvFiles(paths []string) ([]string, error) {
 	var env []string
 	for _, path := range paths {
-		f, err := os.Open(path)
+		f, _, err := regularfile.Open("launcher env file", path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read env file: %w", err)
+			return nil, err
 		}
 		var vars []string
 		sc := bufio.NewScanner(f)

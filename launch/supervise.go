@@ -104,6 +104,9 @@ type ProcessError struct {
 	// KilledByLauncher says the supervisor sent the SIGKILL itself: the
 	// process did not stop within the grace period (it hung).
 	KilledByLauncher bool
+	// Frozen says the process was stopped (SIGSTOP, Ctrl-Z, a debugger)
+	// when the supervisor killed it: alive, not hung.
+	Frozen bool
 	// Evidence is what the others said about it ("rank 0 reported: comm:
 	// lost rank 1 ..."), or the line in which a node launcher named the
 	// rank that failed there.
@@ -117,7 +120,11 @@ type ProcessError struct {
 func (e *ProcessError) Error() string {
 	msg := fmt.Sprintf("%s (pid %d) %s", e.Label, e.Pid, e.Status)
 	if e.KilledByLauncher {
-		msg += " (" + sentByLauncher + ": it did not stop within the grace period)"
+		msg += " (" + sentByLauncher + ": it did not stop within the grace period"
+		if e.Frozen {
+			msg += "; it was stopped (process state T: SIGSTOP, Ctrl-Z or a debugger), so it could not act on SIGTERM"
+		}
+		msg += ")"
 	}
 	if e.Evidence != "" {
 		msg += "; " + e.Evidence
@@ -295,6 +302,7 @@ type supervisor struct {
 	exited   []bool
 	stopped  []bool // asked to stop before its exit was seen
 	killed   []bool // sent SIGKILL before its exit was seen
+	frozen   []bool // stopped (state T) when sent SIGKILL
 	stopping bool
 	forced   bool
 
@@ -313,6 +321,7 @@ func newSupervisor(procs []Proc, opts SuperviseOptions) *supervisor {
 		exited:  make([]bool, len(procs)),
 		stopped: make([]bool, len(procs)),
 		killed:  make([]bool, len(procs)),
+		frozen:  make([]bool, len(procs)),
 	}
 	if s.log == nil {
 		s.log = io.Discard
@@ -333,7 +342,7 @@ func (s *supervisor) record(ev exitEvent) Exit {
 	s.exited[ev.i] = true
 	p := s.procs[ev.i]
 	e := Exit{Label: p.Label, Pid: s.started[ev.i].Pid(), Ranks: p.Ranks, Status: ev.status,
-		Tail: s.tails[ev.i].Lines(), Stopped: s.stopped[ev.i], Killed: s.killed[ev.i]}
+		Tail: s.tails[ev.i].Lines(), Stopped: s.stopped[ev.i], Killed: s.killed[ev.i], Frozen: s.frozen[ev.i]}
 	s.exits = append(s.exits, e)
 	return e
 }
@@ -369,7 +378,7 @@ func (s *supervisor) verdict() *ProcessError {
 	v := Blame(s.exits)
 	e := s.exits[v.Index]
 	pe := &ProcessError{Label: e.Label, Pid: e.Pid, Status: e.Status, Evidence: v.Evidence, Code: v.Code,
-		KilledByLauncher: e.Killed && e.Status.Signal == syscall.SIGKILL}
+		KilledByLauncher: e.Killed && e.Status.Signal == syscall.SIGKILL, Frozen: e.Frozen}
 	for i, p := range s.procs {
 		if p.Label == e.Label && p.Hint != nil {
 			pe.Hint = p.Hint(s.tails[i].Lines())
@@ -386,7 +395,11 @@ func (s *supervisor) logDuringStop(e Exit) {
 	}
 	how := e.Status.String()
 	if e.Killed && e.Status.Signal == syscall.SIGKILL {
-		how += " (" + sentByLauncher + " after the grace period)"
+		how += " (" + sentByLauncher + " after the grace period"
+		if e.Frozen {
+			how += "; it was stopped: process state T"
+		}
+		how += ")"
 	}
 	fmt.Fprintf(s.log, "gotrain launch: during the stop, %s (pid %d) %s%s\n", e.Label, e.Pid, how, lastLine(e))
 }
@@ -439,11 +452,13 @@ func (s *supervisor) stop() {
 	s.graceTimer = time.NewTimer(s.grace).C
 }
 
-// kill sends SIGKILL to every process group.
+// kill sends SIGKILL to every process group, noting first which of the
+// processes still running were stopped rather than hung.
 func (s *supervisor) kill() {
 	for i, p := range s.started {
 		if !s.exited[i] {
 			s.killed[i] = true
+			s.frozen[i] = processStopped(p.Pid())
 		}
 		_ = p.Signal(syscall.SIGKILL)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gotrain/gotrain/internal/atomicfile"
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // The log files (metrics.jsonl, csv_monitor's CSVs, TensorBoard's event
@@ -47,12 +48,12 @@ func TrimLog(path string, step int) (dropped int, err error) {
 // rewriteLines streams path into a temporary file keeping the complete
 // lines keep accepts, and renames it over path if any line was dropped.
 func rewriteLines(path string, keep func(line []byte) bool) (dropped int, err error) {
-	in, err := os.Open(path)
+	in, _, err := regularfile.Open("metrics log", path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("rewrite %s: %w", path, err)
+		return 0, err
 	}
 	defer in.Close()
 	out, err := atomicfile.Create(path)

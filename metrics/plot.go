@@ -21,24 +21,33 @@ type PlotOptions struct {
 	Width, Height int    // pixels; default 1600×1200
 	DPI           int    // text and line scale; default 150
 	Title         string // prefixed to every panel title, e.g. the run directory
+	// Smoothing is the weight of the EMA drawn over the raw train loss, in
+	// [0, 1): 0 takes DefaultSmoothing, a negative value draws the raw loss
+	// alone.
+	Smoothing float64
 }
 
 // Panel colours are saturated so a test (or a reader) can tell data apart from
 // the black and grey axes, ticks and text.
 var (
 	colTrain = color.RGBA{R: 31, G: 119, B: 180, A: 255}
-	colVal   = color.RGBA{R: 214, G: 39, B: 40, A: 255}
-	colLR    = color.RGBA{R: 44, G: 160, B: 44, A: 255}
-	colTok   = color.RGBA{R: 148, G: 103, B: 189, A: 255}
-	colPeak  = color.RGBA{R: 255, G: 127, B: 14, A: 255}
-	colHost  = color.RGBA{R: 23, G: 190, B: 207, A: 255}
+	// colTrainRaw is colTrain at 35% over the white background, as
+	// TensorBoard fades the raw series under its smoothed line.
+	colTrainRaw = color.RGBA{R: 177, G: 207, B: 229, A: 255}
+	colVal      = color.RGBA{R: 214, G: 39, B: 40, A: 255}
+	colLR       = color.RGBA{R: 44, G: 160, B: 44, A: 255}
+	colTok      = color.RGBA{R: 148, G: 103, B: 189, A: 255}
+	colPeak     = color.RGBA{R: 255, G: 127, B: 14, A: 255}
+	colHost     = color.RGBA{R: 23, G: 190, B: 207, A: 255}
 )
 
-// Plot draws a 2×2 PNG of a run to w: training and validation loss (top
-// left), learning rate (top right), tokens per second (bottom left) and rank
-// 0's memory in MiB, current total and peak per pool (bottom right), all
-// against the optimizer step. Steps repeated by a resumed run keep their last
-// record; non-finite values are left out. No step records is an error.
+// Plot draws a 2×2 PNG of a run to w: training loss (raw, faded, under
+// its debiased EMA) and validation loss (top left), learning rate (top
+// right), tokens per second (bottom left) and rank 0's memory in MiB,
+// current total and peak per pool (bottom right). Every panel spans the
+// same steps with the same ticks. Steps repeated by a resumed run keep
+// their last record; non-finite values are left out. No step records is an
+// error.
 func Plot(w io.Writer, steps []StepRecord, evals []EvalRecord, opts PlotOptions) (err error) {
 	// The log is untrusted input and gonum/plot panics on some ranges it
 	// cannot tick (widenDegenerate avoids the known ones); a file that
@@ -51,237 +60,82 @@ func Plot(w io.Writer, steps []StepRecord, evals []EvalRecord, opts PlotOptions)
 	if len(steps) == 0 {
 		return errors.New("plot: no step records (the run has not finished an optimizer step)")
 	}
-	if opts.Width <= 0 {
-		opts.Width = 1600
-	}
-	if opts.Height <= 0 {
-		opts.Height = 1200
-	}
-	if opts.DPI <= 0 {
-		opts.DPI = 150
-	}
-	steps = lastPerStep(steps)
-	evals = lastEvalPerStep(evals)
-
-	panels := [][]*plot.Plot{make([]*plot.Plot, 2), make([]*plot.Plot, 2)}
-	if panels[0][0], err = lossPanel(steps, evals, opts.Title); err != nil {
+	opts, err = opts.withDefaults()
+	if err != nil {
 		return err
 	}
-	if panels[0][1], err = seriesPanel(opts.Title, "learning rate", "lr", colLR, steps,
-		func(s StepRecord) float64 { return s.LR }); err != nil {
+	panels, err := buildPanels(lastPerStep(steps), lastEvalPerStep(evals), opts)
+	if err != nil {
 		return err
-	}
-	if panels[1][0], err = seriesPanel(opts.Title, "throughput", "tokens/s", colTok, steps,
-		func(s StepRecord) float64 { return s.TokensPerSecond }); err != nil {
-		return err
-	}
-	if panels[1][1], err = memoryPanel(steps, opts.Title); err != nil {
-		return err
-	}
-
-	for _, row := range panels {
-		for _, p := range row {
-			widenDegenerate(&p.X)
-			widenDegenerate(&p.Y)
-		}
 	}
 	img := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, opts.Width, opts.Height))), vgimg.UseDPI(opts.DPI))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 2,
-		PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 6,
-		PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 4}
-	canvases := plot.Align(panels, tiles, dc)
-	for r := range panels {
-		for c := range panels[r] {
-			panels[r][c].Draw(canvases[r][c])
-		}
-	}
+	paintPanels(panels, arrangePanels(panels, dc), true)
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w); err != nil {
 		return fmt.Errorf("plot: write png: %w", err)
 	}
 	return nil
 }
 
-func newPanel(prefix, title, ylabel string) *plot.Plot {
-	p := plot.New()
-	if prefix != "" {
-		title = prefix + ": " + title
+// withDefaults fills the zero fields of o and checks the smoothing weight.
+func (o PlotOptions) withDefaults() (PlotOptions, error) {
+	if o.Smoothing >= 1 || math.IsNaN(o.Smoothing) {
+		return o, fmt.Errorf("plot: smoothing weight %v is not below 1 (an EMA weight in [0, 1); TensorBoard's default is 0.6)", o.Smoothing)
 	}
-	p.Title.Text = title
-	p.X.Label.Text = "step"
-	p.Y.Label.Text = ylabel
-	p.Add(plotter.NewGrid())
-	return p
+	if o.Width <= 0 {
+		o.Width = 1600
+	}
+	if o.Height <= 0 {
+		o.Height = 1200
+	}
+	if o.DPI <= 0 {
+		o.DPI = 150
+	}
+	if o.Smoothing == 0 {
+		o.Smoothing = DefaultSmoothing
+	}
+	return o, nil
 }
 
-// widenDegenerate gives an axis whose data span no range a small one
-// around its value. gonum pads such an axis by ±1, which vanishes in float64
-// rounding beyond 2^53 (a step of 9e18 from a damaged log), and its ticker
-// panics on the empty range that is left.
-func widenDegenerate(a *plot.Axis) {
-	if a.Max > a.Min || math.IsNaN(a.Min) || math.IsNaN(a.Max) {
-		return
-	}
-	pad := math.Max(1, math.Abs(a.Min)*1e-6)
-	a.Min, a.Max = a.Min-pad, a.Max+pad
-}
-
-// markEmpty keeps an empty panel drawable and says why it is empty.
-func markEmpty(p *plot.Plot) {
-	p.Title.Text += " (no data)"
-	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 1, 0, 1
-}
-
-func addLine(p *plot.Plot, pts plotter.XYs, c color.Color, dashed bool, legend string) error {
-	l, err := plotter.NewLine(pts)
-	if err != nil {
-		return fmt.Errorf("plot %q: %w", p.Title.Text, err)
-	}
-	l.Color = c
-	l.Width = vg.Points(1.5)
-	if dashed {
-		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-	}
-	p.Add(l)
-	if legend != "" {
-		p.Legend.Add(legend, l)
-	}
-	return nil
-}
-
-func lossPanel(steps []StepRecord, evals []EvalRecord, prefix string) (*plot.Plot, error) {
-	p := newPanel(prefix, "loss", "loss")
-	train := finitePoints(steps, func(s StepRecord) float64 { return s.Loss })
-	var val plotter.XYs
-	for _, e := range evals {
-		if isFinite(e.ValLoss) {
-			val = append(val, plotter.XY{X: float64(e.Step), Y: e.ValLoss})
+// arrangePanels lays the 2×2 grid out on dc and places every legend;
+// a legend that needs headroom changes its panel's y range, so the layout
+// is redone until it settles (twice at most in practice).
+func arrangePanels(panels [][]*panel, dc draw.Canvas) [][]draw.Canvas {
+	grid := make([][]*plot.Plot, len(panels))
+	for r, row := range panels {
+		for _, pn := range row {
+			grid[r] = append(grid[r], pn.p)
 		}
 	}
-	if len(train) == 0 && len(val) == 0 {
-		markEmpty(p)
-		return p, nil
-	}
-	if len(train) > 0 {
-		if err := addLine(p, train, colTrain, false, "train"); err != nil {
-			return nil, err
-		}
-	}
-	if len(val) > 0 {
-		l, s, err := plotter.NewLinePoints(val)
-		if err != nil {
-			return nil, fmt.Errorf("plot loss: %w", err)
-		}
-		l.Color, l.Width = colVal, vg.Points(1.5)
-		s.Color, s.Shape = colVal, draw.CircleGlyph{}
-		p.Add(l, s)
-		p.Legend.Add("validation", l, s)
-	}
-	p.Legend.Top = true
-	return p, nil
-}
-
-func seriesPanel(prefix, title, ylabel string, c color.Color, steps []StepRecord, get func(StepRecord) float64) (*plot.Plot, error) {
-	p := newPanel(prefix, title, ylabel)
-	pts := finitePoints(steps, get)
-	if len(pts) == 0 {
-		markEmpty(p)
-		return p, nil
-	}
-	if err := addLine(p, pts, c, false, ""); err != nil {
-		return nil, err
-	}
-	// A constant series (a constant learning rate) would otherwise get a
-	// ±1 range around it that hides its value; give it ±10% instead.
-	lo, hi := pts[0].Y, pts[0].Y
-	for _, q := range pts {
-		lo, hi = min(lo, q.Y), max(hi, q.Y)
-	}
-	if lo == hi && lo != 0 {
-		p.Y.Min, p.Y.Max = lo-0.1*abs(lo), hi+0.1*abs(hi)
-	}
-	return p, nil
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
-
-// memoryPanel plots rank 0: the sum of a pool's categories and the pool's
-// peak, device first, then any other pool that holds memory.
-func memoryPanel(steps []StepRecord, prefix string) (*plot.Plot, error) {
-	p := newPanel(prefix, "memory (rank 0)", "MiB")
-	const mib = 1 << 20
-	pools := map[string]bool{}
-	for _, s := range steps {
-		if len(s.Memory) == 0 {
-			continue
-		}
-		for pool := range s.Memory[0] {
-			if pool != "peak" {
-				pools[pool] = true
+	tiles := draw.Tiles{Rows: 2, Cols: 2,
+		PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 6,
+		PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 4}
+	for range 3 {
+		canvases := plot.Align(grid, tiles, dc)
+		changed := false
+		for r, row := range panels {
+			for c, pn := range row {
+				changed = pn.placeLegend(canvases[r][c]) || changed
 			}
 		}
-		for pool := range s.Memory[0]["peak"] {
-			pools[pool] = true
+		if !changed {
+			return canvases
 		}
 	}
-	names := make([]string, 0, len(pools))
-	for n := range pools {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if (names[i] == "device") != (names[j] == "device") {
-			return names[i] == "device"
-		}
-		return names[i] < names[j]
-	})
-	drawn := false
-	for i, pool := range names {
-		var cur, peak plotter.XYs
-		for _, s := range steps {
-			if len(s.Memory) == 0 {
-				continue
+	return plot.Align(grid, tiles, dc)
+}
+
+// paintPanels draws each panel into its canvas, then its legend over its
+// data area.
+func paintPanels(panels [][]*panel, canvases [][]draw.Canvas, legends bool) {
+	for r, row := range panels {
+		for c, pn := range row {
+			pn.p.Draw(canvases[r][c])
+			if legends && len(pn.names) > 0 {
+				pn.legend.Draw(pn.p.DataCanvas(canvases[r][c]))
 			}
-			m := s.Memory[0]
-			if cats, ok := m[pool]; ok {
-				var sum int64
-				for _, v := range cats {
-					sum += v
-				}
-				cur = append(cur, plotter.XY{X: float64(s.Step), Y: float64(sum) / mib})
-			}
-			if v, ok := m["peak"][pool]; ok {
-				peak = append(peak, plotter.XY{X: float64(s.Step), Y: float64(v) / mib})
-			}
-		}
-		curCol, peakCol := color.Color(colTrain), color.Color(colPeak)
-		if i > 0 {
-			curCol, peakCol = colHost, colTok
-		}
-		if len(cur) > 0 {
-			if err := addLine(p, cur, curCol, false, pool); err != nil {
-				return nil, err
-			}
-			drawn = true
-		}
-		if len(peak) > 0 {
-			if err := addLine(p, peak, peakCol, true, pool+" peak"); err != nil {
-				return nil, err
-			}
-			drawn = true
 		}
 	}
-	if !drawn {
-		markEmpty(p)
-		return p, nil
-	}
-	p.Legend.Left = true // bottom left: the axis starts at zero, so it is empty there
-	p.Y.Min = 0          // memory from zero, so growth reads at its true size
-	return p, nil
 }
 
 func finitePoints(steps []StepRecord, get func(StepRecord) float64) plotter.XYs {

@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
+
+	"github.com/gotrain/gotrain/internal/regularfile"
 )
 
 // ReadLog reads a metrics.jsonl file into its step and eval records, in file
@@ -18,9 +19,9 @@ import (
 // path:line. Float fields written as null (non-finite values) read as NaN so
 // they are never mistaken for zero.
 func ReadLog(path string) (steps []StepRecord, evals []EvalRecord, err error) {
-	f, err := os.Open(path)
+	f, _, err := regularfile.Open("metrics log", path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read metrics log: %w", err)
+		return nil, nil, err
 	}
 	defer f.Close()
 	r := bufio.NewReader(f)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -43,6 +44,12 @@ type PromOptions struct {
 	// series for that scrape rather than failing the scrape. It must be safe
 	// to call from the HTTP server's goroutines.
 	GPUs func() ([]GPUInfo, error)
+	// ScrapeInterval is how long Serve's /metrics serves a rendered page
+	// again before gathering anew (0: DefaultScrapeInterval), and
+	// MaxConcurrentScrapes how many scrapes it serves at once, answering
+	// the rest 503 (0: DefaultMaxConcurrentScrapes); see prom_cache.go.
+	ScrapeInterval       time.Duration
+	MaxConcurrentScrapes int
 }
 
 // Prometheus holds one rank's metrics on its own registry (never the
@@ -76,6 +83,9 @@ type Prometheus struct {
 
 	mu   sync.Mutex // guards last
 	last cumulative
+
+	scrapeInterval time.Duration
+	maxScrapes     int
 }
 
 // cumulative is what the trainer's running totals were at the previous
@@ -121,6 +131,9 @@ func NewPrometheus(rank int, opts PromOptions) (*Prometheus, error) {
 			[]string{"op"}),
 		checkpoint: gauge("gotrain_checkpoint_seconds", "Wall-clock duration of the last checkpoint save."),
 		last:       cumulative{commBytes: map[string]int64{}, commSeconds: map[string]float64{}},
+
+		scrapeInterval: opts.ScrapeInterval,
+		maxScrapes:     opts.MaxConcurrentScrapes,
 	}
 	// Series that exist before the first step, so rate() and dashboards
 	// have a zero to start from.

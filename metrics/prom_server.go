@@ -68,8 +68,10 @@ func MetricsAddr(base string, localRank int) (string, error) {
 	return net.JoinHostPort(host, strconv.Itoa(port)), nil
 }
 
-// Serve listens on addr and serves /metrics (this registry) and /healthz
-// ("ok") until ctx ends, then shuts the server down. It returns the bound
+// Serve listens on addr and serves /metrics (this registry, gathered at
+// most once per PromOptions.ScrapeInterval, at most
+// PromOptions.MaxConcurrentScrapes scrapes at once) and /healthz ("ok")
+// until ctx ends, then shuts the server down. It returns the bound
 // address (the real port when addr asked for port 0). addr "" or "off"
 // serves nothing and returns "", nil. A taken address is a *PortBusyError.
 func (p *Prometheus) Serve(ctx context.Context, addr string) (string, error) {
@@ -87,7 +89,8 @@ func (p *Prometheus) Serve(ctx context.Context, addr string) (string, error) {
 	mux := http.NewServeMux()
 	// ContinueOnError: one failing collector must not hide every other
 	// metric of a training run.
-	mux.Handle("/metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux.Handle("/metrics", newScrapeCache(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}),
+		p.scrapeInterval, p.maxScrapes))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, "ok")

@@ -119,6 +119,9 @@ func readLLMC(name string, r io.ReaderAt, size int64) (Config, []float32, error)
 			}
 			dst = dst[k:]
 		}
+		if err := checkFinite(name, t.Name, t.Shape, params[t.Offset:t.Offset+t.Len], 0); err != nil {
+			return Config{}, nil, err
+		}
 	}
 	return cfg, params, nil
 }

@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -93,11 +92,15 @@ func ParseAdapterConfig(data []byte) (LoRA, error) {
 	return l, nil
 }
 
+// maxAdapterConfigBytes bounds an adapter_config.json: PEFT writes a few
+// kilobytes, a long target_modules list included.
+const maxAdapterConfigBytes = 4 << 20
+
 // LoadAdapterConfig reads dir/adapter_config.json.
 func LoadAdapterConfig(dir string) (LoRA, error) {
-	data, err := os.ReadFile(filepath.Join(dir, AdapterConfigFile))
+	data, err := regularfile.Read("LoRA adapter config", filepath.Join(dir, AdapterConfigFile), maxAdapterConfigBytes)
 	if err != nil {
-		return LoRA{}, fmt.Errorf("LoRA adapter: %w", err)
+		return LoRA{}, err
 	}
 	l, err := ParseAdapterConfig(data)
 	if err != nil {
@@ -213,7 +216,7 @@ func MergeAdapter(lay *Layout, alay *AdapterLayout, params, adapters []float32) 
 
 // ParseAdapterConfigFile reads an adapter_config.json at path.
 func ParseAdapterConfigFile(path string) (LoRA, error) {
-	data, err := os.ReadFile(path)
+	data, err := regularfile.Read("LoRA adapter config", path, maxAdapterConfigBytes)
 	if err != nil {
 		return LoRA{}, err
 	}

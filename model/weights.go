@@ -261,6 +261,9 @@ func (w *Weights) readTensor(dst []float32, s tensorSource, t Tensor, lo int) er
 		if err := s.file.ReadFloat32At(s.h, 0, all); err != nil {
 			return err
 		}
+		if err := checkFinite(s.file.Path(), s.h.Name, s.h.Shape, all, 0); err != nil {
+			return err
+		}
 		tr := make([]float32, t.Len)
 		transpose(tr, all, s.h.Shape[0], s.h.Shape[1])
 		copy(dst, tr[lo:])
@@ -271,6 +274,9 @@ func (w *Weights) readTensor(dst []float32, s tensorSource, t Tensor, lo int) er
 	n := max(0, min(len(dst), stored-lo))
 	if n > 0 {
 		if err := s.file.ReadFloat32At(s.h, lo, dst[:n]); err != nil {
+			return err
+		}
+		if err := checkFinite(s.file.Path(), s.h.Name, s.h.Shape, dst[:n], lo); err != nil {
 			return err
 		}
 	}

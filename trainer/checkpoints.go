@@ -15,6 +15,7 @@ import (
 	"github.com/gotrain/gotrain/checkpoint"
 	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/data"
+	"github.com/gotrain/gotrain/metrics"
 	"github.com/gotrain/gotrain/optim"
 )
 
@@ -73,11 +74,11 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 		return w.WriteRange(checkpoint.Kind(kind), off, vals)
 	})
 	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return w.Abort(fmt.Errorf("checkpoint: %w", err))
 	}
 	meta, err := r.tagMetadata(step, tokens)
 	if err != nil {
-		return err
+		return w.Abort(err)
 	}
 	if err := w.Finish(meta); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
@@ -97,6 +98,21 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 		ob.ObserveCheckpoint(time.Since(t0).Seconds())
 	}
 	return nil
+}
+
+// sweepPartialSaves removes the partial tags of saves that failed or were
+// killed in this output directory, saying what each held: on a full disk
+// they hold the space this run's saves need. Only under the output lock.
+func sweepPartialSaves(o Options) error {
+	swept, err := checkpoint.SweepPartial(checkpoint.Dir(o.OutputDir))
+	for _, s := range swept {
+		if s.Kept != "" {
+			fmt.Fprintf(o.Log, "note: kept %s: %s\n", s.Path, s.Kept)
+			continue
+		}
+		fmt.Fprintf(o.Log, "note: removed %s, the partial checkpoint of a save that failed or was killed (%s freed)\n", s.Path, metrics.HumanBytes(s.Bytes))
+	}
+	return err
 }
 
 // openResume opens the checkpoint this run continues from (nil: a fresh

@@ -162,6 +162,9 @@ func (r *run) setup() error {
 			return err
 		}
 		r.lock = l
+		if err := sweepPartialSaves(o); err != nil {
+			return err
+		}
 		if o.Snapshot != "" {
 			if err := model.CopySnapshotFiles(o.Snapshot, o.OutputDir); err != nil {
 				return err

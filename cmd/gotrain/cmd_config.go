@@ -166,7 +166,7 @@ func cfgLoad(a *cfgArgs, worldSize int) (string, *config.Config, error) {
 // cfgLoadAny loads a DeepSpeed config, or converts an Accelerate or FSDP
 // config first, saying what the file is and what was left out.
 func cfgLoadAny(c *cli.Context, file string, opts config.Options) (*config.Config, error) {
-	data, err := os.ReadFile(file)
+	data, err := config.ReadFile(file)
 	if err != nil || !config.IsForeign(data) {
 		return config.Load(file, opts)
 	}

@@ -23,14 +23,17 @@ func plotCommand() *cli.Command {
 		ArgsUsage: "OUTPUT_DIR",
 		UsageText: "gotrain plot OUTPUT_DIR [-o FILE.png]",
 		Description: "Reads OUTPUT_DIR/metrics.jsonl (what `gotrain train --output-dir` writes) and draws four panels\n" +
-			"against the optimizer step: training and validation loss, learning rate, tokens per second, and\n" +
-			"rank 0's memory in MiB (current total and peak of each pool). Works on a running or killed run:\n" +
+			"on one step axis: training loss (raw, faded, under TensorBoard's debiased EMA; --smoothing sets\n" +
+			"its weight) and validation loss, learning rate, tokens per second, and rank 0's memory in MiB\n" +
+			"(current total and peak of each pool). Works on a running or killed run:\n" +
 			"a half-written last line is skipped, and steps a resumed run repeated show their latest values.\n" +
 			"Writes OUTPUT_DIR/metrics.png unless -o is given.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "PNG `FILE` to write (default: OUTPUT_DIR/metrics.png)"},
 			&cli.IntFlag{Name: "width", Value: 1600, Usage: "image width in `PIXELS`"},
 			&cli.IntFlag{Name: "height", Value: 1200, Usage: "image height in `PIXELS`"},
+			&cli.Float64Flag{Name: "smoothing", Value: metrics.DefaultSmoothing,
+				Usage: "`WEIGHT` in [0, 1) of the EMA drawn over the train loss, as TensorBoard's smoothing slider (0: raw loss only)"},
 		},
 		Action: runPlot,
 	}
@@ -80,9 +83,16 @@ func runPlot(c *cli.Context) error {
 	if out == "" {
 		out = filepath.Join(dir, "metrics.png")
 	}
+	smoothing := c.Float64("smoothing")
+	if smoothing < 0 || smoothing >= 1 {
+		return fmt.Errorf("plot: --smoothing %v is not in [0, 1) (TensorBoard's default is %v; 0 draws the raw loss only)", smoothing, metrics.DefaultSmoothing)
+	}
+	if smoothing == 0 {
+		smoothing = -1 // PlotOptions: negative draws the raw loss alone
+	}
 	err = atomicfile.WriteWith(out, func(w io.Writer) error {
 		return metrics.Plot(w, steps, evals, metrics.PlotOptions{
-			Width: c.Int("width"), Height: c.Int("height"), Title: filepath.Base(filepath.Clean(dir))})
+			Width: c.Int("width"), Height: c.Int("height"), Title: filepath.Base(filepath.Clean(dir)), Smoothing: smoothing})
 	})
 	if err != nil {
 		return fmt.Errorf("plot: %w", err)

@@ -164,7 +164,7 @@ func runTrain(c *cli.Context) error {
 		}
 		cm, err := connect(c.Context, rk, dev.be, dev.gpu, c.Duration("comm-timeout"), fields, c.App.ErrWriter)
 		if err != nil {
-			return err
+			return interruptedExit(c.Context, "during the rendezvous", err)
 		}
 		defer cm.Close()
 		topts.Comm = cm
@@ -470,7 +470,7 @@ func configText(path string) string {
 	if path == "" {
 		return ""
 	}
-	b, err := os.ReadFile(path)
+	b, err := config.ReadFile(path)
 	if err != nil {
 		return ""
 	}

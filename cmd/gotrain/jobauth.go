@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/internal/regularfile"
 	"github.com/gotrain/gotrain/launch"
 	"github.com/gotrain/gotrain/trainer"
 )
@@ -166,9 +166,9 @@ func slurmStep(env func(string) string, rk launch.Rank) string {
 // readSecretFile reads a secret file's first line, refusing a short secret
 // and warning when other users can read the file.
 func readSecretFile(path string) (secret, warning string, err error) {
-	f, err := os.Open(path)
+	f, _, err := regularfile.Open("GOTRAIN_JOB_SECRET_FILE", path)
 	if err != nil {
-		return "", "", fmt.Errorf("GOTRAIN_JOB_SECRET_FILE: %w", err)
+		return "", "", err
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))

@@ -111,7 +111,7 @@ func TestJobAuthRefusesWeakOrOddInput(t *testing.T) {
 	}{
 		{map[string]string{"GOTRAIN_JOB_SECRET": "hunter2"}, "GOTRAIN_JOB_SECRET is 7 characters long; use at least 32 random ones: export GOTRAIN_JOB_SECRET=$(openssl rand -hex 32)"},
 		{map[string]string{"GOTRAIN_JOB_SECRET_FILE": short}, "holds 7 characters; use at least 32"},
-		{map[string]string{"GOTRAIN_JOB_SECRET_FILE": filepath.Join(dir, "missing")}, "GOTRAIN_JOB_SECRET_FILE: open "},
+		{map[string]string{"GOTRAIN_JOB_SECRET_FILE": filepath.Join(dir, "missing")}, "GOTRAIN_JOB_SECRET_FILE: stat "},
 		{map[string]string{"GOTRAIN_JOB_SECRET_FILE": big}, "is over 4096 bytes"},
 		{map[string]string{"GOTRAIN_JOB_ID": "a\nb"}, "holds a control character"},
 		{map[string]string{"GOTRAIN_JOB_ID": strings.Repeat("x", comm.MaxJobIDLen+1)}, "GOTRAIN_JOB_ID is 129 characters long; at most 128"},

@@ -114,8 +114,9 @@ func TestRanksWithDifferentSettingsRefuseBeforeStep1(t *testing.T) {
 // ranks derive the secret from MASTER_PORT and their settings, so ranks
 // with different settings are refused at the handshake, before fields are
 // compared; the refusal says that different settings are the likely cause
-// and how to see which, rank 0 warns that the secret is guessable, and the
-// rank 0 that waits in vain names the refused connection.
+// and how to see which, rank 0 warns that the secret is guessable, says at
+// once which rank it refused and why, and fails naming it well before the
+// rendezvous timeout.
 func TestDerivedSecretRefusalNamesLikelyCause(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
@@ -140,8 +141,9 @@ func TestDerivedSecretRefusalNamesLikelyCause(t *testing.T) {
 	}
 	for _, want := range []string{
 		fmt.Sprintf("warning: no GOTRAIN_JOB_SECRET: the job secret was derived from MASTER_PORT=%d", port),
-		"ranks [1] of 2 did not arrive within 3s",
-		"1 connection(s) to the store failed to prove the job secret",
+		"rendezvous: refused rank 1 connecting from 127.0.0.1:",
+		"when the secret is derived from SLURM_JOB_ID or MASTER_PORT and the run's settings, it runs with other settings",
+		"rank 1 cannot join: the store refused it",
 	} {
 		if !strings.Contains(r0.out.String(), want) {
 			t.Errorf("rank 0 does not say %q:\n%s", want, r0.out.String())

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/config"
+	"github.com/gotrain/gotrain/internal/regularfile"
 	"github.com/gotrain/gotrain/launch"
 	"github.com/gotrain/gotrain/model"
 	"github.com/gotrain/gotrain/trainer"
@@ -19,6 +19,9 @@ import (
 // sequence length, steps or epochs and learning-rate scale, trained as one
 // run by trainer.RunStages. The flags a stage sets itself are refused
 // beside --stages rather than silently overridden.
+
+// maxStagesBytes bounds a --stages file: a list of a few stages.
+const maxStagesBytes = 1 << 20
 
 // stagesFlagConflicts are the train flags a stages file replaces.
 var stagesFlagConflicts = []string{"data", "seq-len", "max-steps", "num-train-epochs"}
@@ -38,9 +41,9 @@ func readStages(c *cli.Context) ([]trainer.Stage, error) {
 			return nil, fmt.Errorf("--%s and --stages both set: each stage sets its own data, seq_len and steps or epochs; drop --%s", f, f)
 		}
 	}
-	b, err := os.ReadFile(path)
+	b, err := regularfile.Read("--stages file", path, maxStagesBytes)
 	if err != nil {
-		return nil, fmt.Errorf("--stages: %w", err)
+		return nil, err
 	}
 	stages, err := trainer.ParseStages(path, filepath.Dir(path), b)
 	if err == nil {

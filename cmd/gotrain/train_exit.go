@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,16 +34,7 @@ func stoppedExit(err error) error {
 	if !errors.As(err, &st) {
 		return err
 	}
-	name, code := "a signal", 1
-	if st.Cause != nil {
-		// os/signal's NotifyContext cancels with "<signal> signal received".
-		switch msg := st.Cause.Error(); {
-		case strings.HasPrefix(msg, syscall.SIGTERM.String()):
-			name, code = "SIGTERM", 128+int(syscall.SIGTERM)
-		case strings.HasPrefix(msg, os.Interrupt.String()):
-			name, code = "SIGINT", 128+int(syscall.SIGINT)
-		}
-	}
+	name, code, _ := signalOf(st.Cause)
 	switch {
 	case st.Checkpoint != "":
 		return &stoppedError{code: code, msg: fmt.Sprintf("stopped by %s after saving checkpoint %s; continue with --resume auto", name, st.Checkpoint)}
@@ -50,6 +42,38 @@ func stoppedExit(err error) error {
 		return &stoppedError{code: code, msg: fmt.Sprintf("stopped by %s after step %d; nothing was saved (no --output-dir)", name, st.Step)}
 	}
 	return &stoppedError{code: code, msg: fmt.Sprintf("stopped by %s before the first step; nothing to save", name)}
+}
+
+// signalOf names the signal a context was cancelled by, with the exit
+// status a process killed by it has; ok is false (and the name "a signal",
+// the status 1) for any other cause.
+func signalOf(cause error) (name string, code int, ok bool) {
+	if cause == nil {
+		return "a signal", 1, false
+	}
+	// os/signal's NotifyContext cancels with "<signal> signal received".
+	switch msg := cause.Error(); {
+	case strings.HasPrefix(msg, syscall.SIGTERM.String()):
+		return "SIGTERM", 128 + int(syscall.SIGTERM), true
+	case strings.HasPrefix(msg, os.Interrupt.String()):
+		return "SIGINT", 128 + int(syscall.SIGINT), true
+	}
+	return "a signal", 1, false
+}
+
+// interruptedExit is stoppedExit for a signal that arrives before training
+// starts (what says when, e.g. "during the rendezvous"): the exit status a
+// signal gives and one line saying so, with err's detail. Any other error
+// passes through.
+func interruptedExit(ctx context.Context, what string, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	name, code, ok := signalOf(context.Cause(ctx))
+	if !ok {
+		return err
+	}
+	return &stoppedError{code: code, msg: fmt.Sprintf("stopped by %s %s; nothing was trained or saved (%v)", name, what, err)}
 }
 
 // printSummary is rank 0's last line: the run's losses, or, when the

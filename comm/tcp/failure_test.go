@@ -81,6 +81,11 @@ func TestSilentPeerIsDeclaredLost(t *testing.T) {
 	if !strings.Contains(err.Error(), "no data or heartbeat for 300ms") {
 		t.Fatalf("message %q", err)
 	}
+	// A silent peer may be alive but stopped (SIGSTOP): the message must
+	// not say it died.
+	if !strings.Contains(err.Error(), "not responding: stopped (SIGSTOP, a debugger), hung or dead") || strings.Contains(err.Error(), "probably died") {
+		t.Fatalf("message %q: want it to say the peer is not responding (stopped or dead), not that it died", err)
+	}
 }
 
 func TestPeerThatClosedIsReported(t *testing.T) {

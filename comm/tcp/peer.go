@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gotrain/gotrain/comm"
 )
 
 // peer is this rank's connection to one other rank: a writer goroutine
@@ -278,7 +280,7 @@ func describeNetErr(err error, silence time.Duration) error {
 	case errors.Is(err, syscall.EPIPE):
 		return errors.New("broken pipe")
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("no data or heartbeat for %s", silence)
+		return &comm.PeerSilentError{Silence: silence}
 	}
 	return err
 }

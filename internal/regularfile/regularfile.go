@@ -1,6 +1,8 @@
-// Package regularfile opens the files gotrain reads as input (token shards,
-// tokenizer files, documents, weights, model and DeepSpeed configs) only
-// when they are regular files.
+// Package regularfile opens the files gotrain reads (token shards,
+// tokenizer files, documents, weights, model and DeepSpeed configs,
+// checkpoints, hostfiles, secret files, metrics logs, caches) only when they
+// are regular files. It is the one way gotrain opens a file for reading; a
+// test scans the sources for any other (`make lint` runs it).
 //
 // Inputs are read with random access or to their end, so only regular files
 // make sense. A named pipe would block the open until some writer appears (a
