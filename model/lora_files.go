@@ -227,10 +227,6 @@ func ParseAdapterConfigFile(path string) (LoRA, error) {
 	return l, nil
 }
 
-// maxAdapterConfigBytes bounds adapter_config.json: PEFT writes about a
-// kilobyte.
-const maxAdapterConfigBytes = 1 << 20
-
 // AdapterBaseModel is dir/adapter_config.json's base_model_name_or_path:
 // the model the adapter was trained on, as the writer recorded it ("" when
 // it recorded none).
