@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -122,13 +123,7 @@ func runBench(c *cli.Context) error {
 		return err
 	}
 	if rec != nil && peak == 0 {
-		// After the steps, on the shapes they ran, warm: the GEMM this run
-		// used may reach more than the machine's roofline measured at start
-		// (a quieter moment); the higher of the two is the roofline.
-		g, best := blas.MeasureRoofline(gemm.impl, append(rec.Top(6), blas.SquareShape), 1)
-		peak = gemm.raiseRoofline(g * 1e9)
-		what += fmt.Sprintf(", roofline %s (the machine's best sgemm, either GEMM; this run's GEMM %.1f GFLOP/s at %s)",
-			flopRate(peak), g, shapeString(best))
+		peak, what = benchRoofline(gemm, rec, what)
 	}
 	flops := cfg.FlopsPerToken(T)
 	fmt.Fprintf(w, "bench %s | %s | B %d × T %d, %s, %s parameters\n", be.Name(), what, B, T, dt, groupDigits(int64(cfg.NumParams())))
@@ -163,6 +158,27 @@ func startCPUProfile(path string) (stop func() error, err error) {
 		}
 		return nil
 	}, nil
+}
+
+// benchRoofline is a CPU bench's peak FLOP/s: measured after the steps,
+// warm, on the shapes they ran, with the GEMM they used, raised to the
+// machine's roofline when that is higher. An fp32 run records its rate as
+// the machine's sgemm roofline when it is the best yet (a quieter moment
+// than the choice's); a bf16 run's products run on the bf16 kernel at up to
+// twice the fp32 rate, its MFU is taken against that, and it records
+// nothing: the sgemm roofline is fp32's.
+func benchRoofline(gemm cpuGEMM, rec *blas.Recorder, what string) (float64, string) {
+	shapes := append(rec.Top(6), blas.SquareShape)
+	bf16 := slices.ContainsFunc(shapes, func(s blas.Shape) bool { return s.BF16 })
+	g, best := blas.MeasureRoofline(gemm.impl, shapes, 1)
+	if bf16 {
+		peak := max(g*1e9, gemm.roofline)
+		return peak, what + fmt.Sprintf(", roofline %s (the best of this run's bf16 GEMM, %.1f GFLOP/s at %s, and the machine's sgemm)",
+			flopRate(peak), g, shapeString(best))
+	}
+	peak := gemm.raiseRoofline(g * 1e9)
+	return peak, what + fmt.Sprintf(", roofline %s (the machine's best sgemm, either GEMM; this run's GEMM %.1f GFLOP/s at %s)",
+		flopRate(peak), g, shapeString(best))
 }
 
 // shapeString names a GEMM shape as M×N×K with its transposes (NT: A as
