@@ -68,7 +68,7 @@ bench: build ## benchmarks: GFLOP/s per op, GEMM roofline, tokens/s and MFU (GPT
 	  if [ -n "$$py" ]; then $$py scripts/bench_pytorch.py --model gpt2-tiny --batch 8 --seq 256 --threads 2; \
 	  else echo "PyTorch not installed: skipping the PyTorch baseline (apt-get install python3-torch)"; fi
 
-lint: ## gofmt, go vet, the cgo-confinement check of ARCHITECTURE.md §2, and no file read that could block on a FIFO
+lint: ## gofmt, go vet, the cgo-confinement check of docs/architecture.md §2, and no file read that could block on a FIFO
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	@sh scripts/check-cgo.sh

@@ -5,7 +5,7 @@
 //
 // The reference for every default and rule is DeepSpeed's code (not its docs, which differ in places; see
 // KeysMarkdown). One table (keys.go) lists every key with its default and gotrain status; parsing, unknown-key
-// detection, Explain and the README table all come from it.
+// detection, Explain and the keys table (docs/deepspeed-keys.md) all come from it.
 //
 // # Unknown keys
 //

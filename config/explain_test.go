@@ -66,7 +66,7 @@ func TestKeysMarkdown(t *testing.T) {
 	md := KeysMarkdown()
 	for _, s := range keyTable() {
 		if !strings.Contains(md, "| `"+s.path) {
-			t.Errorf("README table lacks %s", s.path)
+			t.Errorf("keys table lacks %s", s.path)
 		}
 	}
 	for _, want := range []string{
@@ -81,7 +81,7 @@ func TestKeysMarkdown(t *testing.T) {
 		"| `bfloat16` | | deprecated, mapped with a warning |",
 	} {
 		if !strings.Contains(md, want) {
-			t.Errorf("README table lacks %q", want)
+			t.Errorf("keys table lacks %q", want)
 		}
 	}
 	for i, l := range strings.Split(strings.TrimSpace(md), "\n") {

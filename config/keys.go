@@ -83,7 +83,7 @@ type keySpec struct {
 	aliases  []string // other names DeepSpeed accepts for the same field
 	optional bool     // block rows: the whole block may be absent or null (None), e.g. offload_optimizer
 	rng      valueRange
-	note     string // one line for the README table
+	note     string // one line for the keys table (docs/deepspeed-keys.md)
 }
 
 func (k keySpec) name() string { return k.path[strings.LastIndexByte(k.path, '.')+1:] }
@@ -168,7 +168,7 @@ func (r valueRange) check(v float64) string {
 
 func dtypeNames() []string { return []string{"fp32", "fp16", "bf16"} }
 
-// keyTable returns every key gotrain knows, in the order explain and the README print them. It is built on each
+// keyTable returns every key gotrain knows, in the order explain and the keys table print them. It is built on each
 // call (the package keeps no mutable globals); Load builds it once per file.
 func keyTable() []keySpec {
 	const maxsize = int64(math.MaxInt64) // sys.maxsize

@@ -8,7 +8,7 @@ import (
 )
 
 // KeysMarkdown renders the table of every key gotrain knows (key path, DeepSpeed code default, gotrain status,
-// notes) as Markdown, for the README. It comes from the same table that drives parsing, so the two cannot
+// notes) as Markdown, for docs/deepspeed-keys.md. It comes from the same table that drives parsing, so the two cannot
 // drift apart. Optimizer and scheduler parameters are listed for the types gotrain runs.
 func KeysMarkdown() string {
 	var sb strings.Builder

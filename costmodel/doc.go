@@ -23,9 +23,7 @@
 // their arguments and are flagged, so a new model family's ops are priced
 // (as memory-bound kernels) before anyone writes their formula.
 //
-// Deviation from ARCHITECTURE.md §2: the package list has no cost model
-// package; §8 names the cost model and §2 says backend/meta feeds it. It
-// lives in its own package because it imports only backend and
+// It is a package of its own because it imports only backend and
 // backend/meta, so the gotrain command (bench --dry-run) and tests use it
 // without cgo, and neither trainer nor backend/cuda grows a dependency.
 package costmodel

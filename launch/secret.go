@@ -13,7 +13,7 @@ import (
 )
 
 // Every rank of a job proves it belongs to the job with a secret that the
-// launcher makes (ARCHITECTURE.md §8b), and names the job by an id. Both
+// launcher makes (docs/threat-model.md), and names the job by an id. Both
 // travel in the environment, which only the ranks' owner can read
 // (/proc/PID/environ), never on a command line, which every user of both
 // machines sees in ps.

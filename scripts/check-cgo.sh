@@ -1,5 +1,5 @@
 #!/bin/sh
-# Only the packages that wrap native libraries may use cgo (ARCHITECTURE.md §2):
+# Only the packages that wrap native libraries may use cgo (docs/architecture.md §2):
 # csrc-using packages cuda, cublas, nccl, kernels (and kernels/emu) and blas.
 set -eu
 allowed='^\./(cuda|cublas|nccl|kernels|kernels/emu|blas)$'

@@ -330,7 +330,7 @@ func cfgKeysCommand() *cli.Command {
 		Name:  "keys",
 		Usage: "print every DeepSpeed key gotrain knows as a Markdown table (default, status, notes)",
 		Description: "Prints the table that drives parsing: each key path, DeepSpeed's code default, and whether gotrain\n" +
-			"supports it, accepts and ignores it, or does not support it yet. The README's key table is this output.",
+			"supports it, accepts and ignores it, or does not support it yet. docs/deepspeed-keys.md is this output.",
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("config keys: unexpected argument %q", c.Args().First())

@@ -237,18 +237,21 @@ func TestDeviceCUDAWithoutDriver(t *testing.T) {
 	}
 }
 
-func TestReadmeKeysTableInSync(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// TestKeysTableInSync: the DeepSpeed keys table in docs/deepspeed-keys.md is
+// what `gotrain config keys` prints.
+func TestKeysTableInSync(t *testing.T) {
+	const doc = "../../docs/deepspeed-keys.md"
+	b, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	i, j := strings.Index(s, "<!-- keys:begin -->\n"), strings.Index(s, "<!-- keys:end -->")
 	if i < 0 || j < i {
-		t.Fatal("README.md lacks the keys table markers")
+		t.Fatalf("%s lacks the keys table markers", doc)
 	}
 	if got := s[i+len("<!-- keys:begin -->\n") : j]; got != config.KeysMarkdown() {
-		t.Error("README.md's keys table is stale: run scripts/update-readme-keys.sh")
+		t.Errorf("%s's keys table is stale: run scripts/update-keys-table.sh", doc)
 	}
 }
 

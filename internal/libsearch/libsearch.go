@@ -10,9 +10,11 @@
 // It is pure Go and opens nothing: it lists candidates, each with the CUDA
 // major it was built for, orders them (the newest major the driver can run
 // first, ties in the order above) and says why any was set aside. The
-// loaders (cuda, cublas, nccl, kernels, metrics) try the candidates in
-// that order with Try, which records what happened to each, so `gotrain
-// doctor` can show the file that loaded and why every other one did not.
+// loaders (cublas, nccl, kernels, metrics) try the candidates in that
+// order with Searcher.Load, which records what happened to each, so
+// `gotrain doctor` can show the file that loaded and why every other one
+// did not. The driver (package cuda) is not searched: libcuda.so.1 comes
+// from the loader path, as the driver installs it.
 //
 // A Searcher holds no state but the Python environment's answer, asked
 // once with a short timeout; create one per process (or per command) and
