@@ -195,6 +195,7 @@ if ((dry_run)); then
 EOF
 	gpt2=gpt2-tiny gpt2_shape=(2 64 1) qwen3_shape=(2 64 1) warmup=1
 	train_model=$qwen3 train_seq=64 e2e_steps=2
+	e2e_args=(--shapes small)
 	doctor_args=(--seconds 0.2)
 	selftest_args=(--device cpu --gemm-size 256 --collective-mib 1)
 	comm_args=(--comm-sizes "4KiB,1MiB" --comm-iters 2)
@@ -204,6 +205,7 @@ else
 	# B, T and timed steps: Qwen3's step is about 15 times GPT-2's.
 	gpt2=gpt2 gpt2_shape=(8 1024 10) qwen3_shape=(4 4096 5) warmup=2
 	train_model=gpt2 train_seq=1024 e2e_steps=5
+	e2e_args=()
 	doctor_args=()
 	selftest_args=()
 	comm_args=(--comm-sizes "4KiB,1MiB,64MiB" --comm-iters 5)
@@ -489,8 +491,8 @@ printf '%-12s %-7s %7s  %s\n' step status seconds result
 
 run_step doctor check_doctor "$gotrain" doctor "${doctor_args[@]}"
 run_step selftest check_selftest "$gotrain" doctor --selftest "${selftest_args[@]}"
-run_step e2e check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps"
-run_step e2e-bf16 check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps" --dtype bf16
+run_step e2e check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps" "${e2e_args[@]}"
+run_step e2e-bf16 check_tail "$gotrain" doctor --e2e --device "$device" --e2e-steps "$e2e_steps" --dtype bf16 "${e2e_args[@]}"
 run_step bench-gpt2 check_bench_gpt2 "$gotrain" bench --device "$device" --model "$gpt2" \
 	--batch "${gpt2_shape[0]}" --seq-len "${gpt2_shape[1]}" --steps "${gpt2_shape[2]}" --dtype bf16
 run_step bench-qwen3 check_bench_qwen3 "$gotrain" bench --device "$device" --model "$qwen3" \
