@@ -37,7 +37,7 @@ run: build ## prepare a corpus from the Go sources, train gpt2-tiny on 2 CPU ran
 	rm -rf $(RUN_DIR)/checkpoints $(RUN_DIR)/metrics.jsonl
 	$(BIN) launch --nproc 2 train --config configs/ds_zero2.json --model gpt2-tiny --resume never \
 	  --data '$(DATA_DIR)/train_*.bin' --val-data '$(DATA_DIR)/val_*.bin' --shuffle \
-	  --seq-len 128 --max-steps $(RUN_STEPS) --eval-every 50 --output-dir $(RUN_DIR)
+	  --seq-len 128 --max-steps $(RUN_STEPS) --eval-every 50 --eval-batches 20 --output-dir $(RUN_DIR)
 	$(BIN) plot $(RUN_DIR)
 	$(BIN) sample --from $(RUN_DIR)/model.safetensors --prompt "func main() {" --max-new-tokens 64 --seed 1
 
