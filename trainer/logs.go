@@ -12,7 +12,6 @@ import (
 	"github.com/gotrain/gotrain/checkpoint"
 	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/metrics"
-	"github.com/gotrain/gotrain/model"
 )
 
 // openLogs opens metrics.jsonl and the config's monitors on rank 0, once
@@ -95,28 +94,6 @@ func (r *run) writeLog(rec any) error {
 		return nil
 	}
 	return r.log.Write(rec)
-}
-
-// saveWeights writes <output-dir> as a Hugging Face snapshot
-// (model.ExportSnapshot: config.json, model.safetensors or shards of at
-// most 5 GB with an index, F32). Every rank takes part in gathering the
-// parameters; rank 0 writes.
-func (r *run) saveWeights() (string, error) {
-	host, err := r.eng.HostParams(r.cctx)
-	if err != nil {
-		return "", err
-	}
-	if r.rank != 0 {
-		return "", nil
-	}
-	files, err := model.ExportSnapshot(r.o.OutputDir, r.o.Model, model.SliceReader(host), model.SnapshotOptions{})
-	if err != nil {
-		return "", err
-	}
-	if len(files) > 1 {
-		return filepath.Join(r.o.OutputDir, "model.safetensors.index.json"), nil
-	}
-	return filepath.Join(r.o.OutputDir, files[0]), nil
 }
 
 // memory gathers every rank's memory accounting for the log: each rank's
