@@ -81,13 +81,8 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	}
 	r.lastSaved = step
 	// The logs are durable up to the state a resume would start from.
-	if r.log != nil {
-		if err := r.log.Sync(); err != nil {
-			return err
-		}
-	}
-	if err := r.monitors.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: monitor: %w", err)
+	if err := r.logs.sync(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	fmt.Fprintf(r.o.Log, "saved checkpoint %s%s in %.2fs\n", filepath.Join(dir, checkpoint.TagName(int64(step))), r.stageNote(step), time.Since(t0).Seconds())
 	if ob, ok := r.o.Observer.(interface{ ObserveCheckpoint(float64) }); ok {
@@ -239,14 +234,8 @@ func (r *run) restore(ck *checkpoint.Reader, src model.WeightSource) (startStep 
 	if err := r.tr.restore(ck, src); err != nil {
 		return 0, 0, err
 	}
-	r.updates, r.skipped = ts.Updates, ts.Skipped
-	if err := r.sch.Restore(ts.Scheduler); err != nil {
-		return 0, 0, fmt.Errorf("--resume %s: scheduler: %w", ck.Tag(), err)
-	}
-	if r.scaler != nil && ts.Scaler != nil {
-		if err := r.scaler.Restore(*ts.Scaler); err != nil {
-			return 0, 0, fmt.Errorf("--resume %s: loss scaler: %w", ck.Tag(), err)
-		}
+	if err := r.opt.restore(ts); err != nil {
+		return 0, 0, fmt.Errorf("--resume %s: %w", ck.Tag(), err)
 	}
 	// A stage entered from the previous one's final checkpoint reads its
 	// own data from the start; only the optimizer and the schedule carry on.
@@ -287,13 +276,10 @@ func (r *run) restoreData(pos data.LoaderState) error {
 // resume needs (updates, scheduler, loss scaler, data position, stage) and
 // what inspect and a resume check against (model, precision, run fields).
 func (r *run) tagMetadata(step int, tokens int64) (checkpoint.Metadata, error) {
-	ts := trainerState{Updates: r.updates, Skipped: r.skipped, Scheduler: r.sch.State(), Stage: r.stageState()}
+	ts := trainerState{Stage: r.stageState()}
+	r.opt.save(&ts)
 	if r.loader != nil {
 		ts.Data = r.loader.Save()
-	}
-	if r.scaler != nil {
-		st := r.scaler.State()
-		ts.Scaler = &st
 	}
 	raw, err := json.Marshal(ts)
 	if err != nil {

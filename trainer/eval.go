@@ -52,5 +52,5 @@ func (r *run) evaluate(n int) (float64, error) {
 		return 0, fmt.Errorf("eval: the validation data (%d samples) has no target that is not masked; pass validation rows with labelled tokens, or train without --val-data", r.val.Samples())
 	}
 	fmt.Fprintf(r.o.Log, "step %d | val loss %.4f\n", n, vl)
-	return vl, r.writeLog(metrics.EvalRecord{Step: n, ValLoss: vl, Batches: int(r.val.NumBatches())})
+	return vl, r.logs.write(metrics.EvalRecord{Step: n, ValLoss: vl, Batches: int(r.val.NumBatches())})
 }

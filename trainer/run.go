@@ -18,7 +18,6 @@ import (
 	"github.com/gotrain/gotrain/data"
 	"github.com/gotrain/gotrain/metrics"
 	"github.com/gotrain/gotrain/model"
-	"github.com/gotrain/gotrain/optim"
 	"github.com/gotrain/gotrain/zero"
 )
 
@@ -43,14 +42,10 @@ type run struct {
 	scalars    backend.Buffer    // F32 (4): the loss sum, the stop flag and the target count, all-reduced together (step.go)
 	memBufs    [2]backend.Buffer // every rank's memory accounting, gathered for the log
 
-	opt       optim.AdamWConfig
-	sch       optim.Scheduler
-	scaler    *optim.LossScaler // fp16 only
-	updates   int               // successful optimizer updates (AdamW's bias-correction step)
-	skipped   int               // steps skipped on fp16 overflow
-	startStep int               // 1, or the step after a resumed checkpoint's
-	tokens0   int64             // tokens consumed before this process started
-	tokens    int64             // tokens consumed so far, tokens0 included
+	opt       *optimizer // AdamW, the schedule, fp16's loss scaler (host side)
+	startStep int        // 1, or the step after a resumed checkpoint's
+	tokens0   int64      // tokens consumed before this process started
+	tokens    int64      // tokens consumed so far, tokens0 included
 
 	// Checkpoint lineage and resume state.
 	resumedTag string           // the checkpoint resumed from, "" when fresh
@@ -68,10 +63,7 @@ type run struct {
 	inputs, targets         []int32
 	evalInputs, evalTargets []int32
 
-	log       *metrics.JSONL
-	monitors  metrics.Monitors // DeepSpeed's csv_monitor and tensorboard (rank 0)
-	prog      metrics.Progress
-	breakdown metrics.Breakdown
+	logs runLogs // rank 0's
 
 	res        *Result
 	start      time.Time // when the first step began
@@ -85,7 +77,7 @@ func newRun(ctx context.Context, be backend.Backend, o Options) (*run, error) {
 		return nil, err
 	}
 	r := &run{be: be, o: o, c: c, rank: c.Rank(), world: c.Size(), cctx: context.WithoutCancel(ctx),
-		prog: metrics.Progress{W: o.Log, TotalSteps: o.MaxSteps}}
+		logs: runLogs{prog: metrics.Progress{W: o.Log, TotalSteps: o.MaxSteps}}}
 	if err := r.setup(); err != nil {
 		r.close()
 		return nil, err
@@ -202,7 +194,7 @@ func (r *run) setup() error {
 	}
 	r.tokens = r.tokens0
 	if r.rank == 0 {
-		return r.openLogs(ck)
+		return r.logs.open(r.o, ck)
 	}
 	return nil
 }
@@ -290,15 +282,11 @@ func (r *run) build() error {
 	if err := r.m.ReserveActivations(B, T); err != nil {
 		return err
 	}
-	if r.opt, err = adamWConfig(o.Config.Optimizer); err != nil {
+	if r.opt, err = newOptimizer(o.Config, r.rank, o.Log); err != nil {
 		return err
 	}
-	if r.sch, err = scheduler(o.Config.Scheduler); err != nil {
-		return err
-	}
-	r.scaler, err = lossScaler(o.Config, r.rank, func(msg string) { fmt.Fprintln(o.Log, msg) })
 	r.res = &Result{FirstValLoss: math.NaN(), FinalValLoss: math.NaN()}
-	return err
+	return nil
 }
 
 // openData opens the training micro-batches (the shards' loader, unless
@@ -361,12 +349,7 @@ func (r *run) close() {
 	if r.val != nil {
 		r.val.Close()
 	}
-	if r.log != nil {
-		r.log.Close()
-	}
-	if len(r.monitors) > 0 {
-		r.monitors.Close()
-	}
+	r.logs.close()
 	for _, b := range []backend.Buffer{r.scalars, r.memBufs[0], r.memBufs[1]} {
 		if !b.IsNil() {
 			r.be.Free(b)

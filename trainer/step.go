@@ -59,7 +59,7 @@ func (r *run) step(ctx context.Context, n int) (metrics.StepRecord, bool, error)
 	if err := r.eng.ZeroGrad(); err != nil {
 		return metrics.StepRecord{}, false, err
 	}
-	lossScale := r.lossScale()
+	lossScale := r.opt.lossScale()
 	local, fwd, bwd, err := r.forwardBackward(n, T, float32(lossScale/float64(r.positions(T))))
 	if err != nil {
 		return metrics.StepRecord{}, false, err
@@ -90,20 +90,12 @@ func (r *run) step(ctx context.Context, n int) (metrics.StepRecord, bool, error)
 	rec := metrics.StepRecord{
 		Step: n, Loss: loss, LR: lr, GradNorm: norm, LossScale: lossScale, Tokens: r.tokens,
 		TokensPerSecond: float64(r.positions(T)) / dt.Seconds(), StepSeconds: dt.Seconds(),
-		Skipped: overflow, SkippedSteps: r.skipped,
+		Skipped: overflow, SkippedSteps: r.opt.skipped,
 		ForwardSeconds: fwd.Seconds(), BackwardSeconds: bwd.Seconds(), OptimizerSeconds: optDur.Seconds(),
 		CommSeconds: commSeconds(r.c.Stats()) - comm0,
 	}
 	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.tr.flopsPerToken(T), r.o.PeakFLOPS)
 	return rec, total.stop, nil
-}
-
-// lossScale is fp16's current loss scale, 1 without fp16.
-func (r *run) lossScale() float64 {
-	if r.scaler == nil {
-		return 1
-	}
-	return r.scaler.Scale()
 }
 
 // positions is B·T·gas·world at sequence length T: every target position
@@ -255,39 +247,14 @@ func (r *run) reduce(s lossSums) (lossSums, error) {
 	return lossSums{sum: float64(v[0]), stop: v[1] > 0, count: int64(v[2])*countSplit + int64(v[3])}, nil
 }
 
-// optimize runs the engine's step with this step's scheduled
-// hyperparameters and advances the loss scaler and the scheduler. An fp16
-// overflow skips the update (reported, not an error); a NaN or Inf
+// optimize runs the optimizer's step (optimizer.step); a NaN or Inf
 // gradient without fp16 stops the run, naming the tensors.
-// gradScale is the factor the gradients carry (lossSums.gradScale), which
-// the engine divides out.
 func (r *run) optimize(gradScale float64) (lr, norm float64, overflow bool, err error) {
-	hp := r.opt.Scheduled(r.sch)
-	hp.LR *= r.lrScale()
-	norm, err = r.eng.Step(r.cctx, zero.StepInput{AdamW: hp.Params(r.updates + 1), ClipNorm: r.o.Config.GradientClipping, LossScale: gradScale})
-	overflow = errors.Is(err, zero.ErrNonFiniteGradients)
-	switch {
-	case overflow && r.scaler == nil:
-		return hp.LR, norm, false, fmt.Errorf("%s; lower the learning rate or enable gradient_clipping", r.nonFinite(err, norm))
-	case err != nil && !overflow:
-		return hp.LR, norm, false, err
+	lr, norm, overflow, err = r.opt.step(r.cctx, r.eng, gradScale, r.o.Config.GradientClipping, r.lrScale())
+	if !overflow && errors.Is(err, zero.ErrNonFiniteGradients) {
+		return lr, norm, false, fmt.Errorf("%s; lower the learning rate or enable gradient_clipping", r.nonFinite(err, norm))
 	}
-	if r.scaler != nil {
-		// DeepSpeed's dynamic loss scaler: every rank saw the same reduced
-		// gradients, so every rank agrees on the overflow.
-		skipped, err := r.scaler.Update(overflow)
-		if err != nil {
-			return hp.LR, norm, overflow, err
-		}
-		if skipped {
-			r.skipped++
-		}
-	}
-	if !overflow {
-		r.updates++
-		r.sch.Step() // not stepped on fp16 overflow steps, as DeepSpeed
-	}
-	return hp.LR, norm, overflow, nil
+	return lr, norm, overflow, err
 }
 
 // report records step rec.Step: metrics.jsonl, the observer, the
@@ -301,7 +268,7 @@ func (r *run) report(rec *metrics.StepRecord) error {
 		r.afterFirst = time.Now()
 		res.FirstLoss = rec.Loss
 	}
-	res.Steps, res.FinalLoss, res.SkippedSteps = n, rec.Loss, r.skipped
+	res.Steps, res.FinalLoss, res.SkippedSteps = n, rec.Loss, r.opt.skipped
 	print := n%r.o.PrintEvery == 0 || n == r.startStep || n == r.o.MaxSteps
 	if print {
 		mem, err := r.memory()
@@ -310,25 +277,25 @@ func (r *run) report(rec *metrics.StepRecord) error {
 		}
 		rec.Memory = mem
 	}
-	if err := r.writeLog(*rec); err != nil {
+	if err := r.logs.write(*rec); err != nil {
 		return err
 	}
 	if r.o.Observer != nil {
 		r.o.Observer.ObserveStep(*rec, r.be.Memory(), commCounters(r.c.Stats()))
 	}
-	if len(r.monitors) > 0 {
+	if len(r.logs.monitors) > 0 {
 		// DeepSpeed's monitors put samples, not steps, on the x-axis.
 		samples := int64(n) * int64(r.o.Batch.TrainBatchSize)
-		if err := r.monitors.Write(metrics.StepEvents(*rec, samples, r.scaler != nil)); err != nil {
+		if err := r.logs.monitors.Write(metrics.StepEvents(*rec, samples, r.opt.scaler != nil)); err != nil {
 			return fmt.Errorf("monitor: %w", err)
 		}
 	}
-	r.breakdown.Add(rec.ForwardSeconds, rec.BackwardSeconds, rec.CommSeconds, rec.OptimizerSeconds)
+	r.logs.breakdown.Add(rec.ForwardSeconds, rec.BackwardSeconds, rec.CommSeconds, rec.OptimizerSeconds)
 	if print {
-		r.prog.Line(*rec, time.Since(r.start), r.be.Memory().PoolTotal(backend.Device))
+		r.logs.prog.Line(*rec, time.Since(r.start), r.be.Memory().PoolTotal(backend.Device))
 		if r.o.Config.WallClockBreakdown {
-			fmt.Fprintln(r.o.Log, r.breakdown.Line())
-			r.breakdown.Reset()
+			fmt.Fprintln(r.o.Log, r.logs.breakdown.Line())
+			r.logs.breakdown.Reset()
 		}
 	}
 	return nil
