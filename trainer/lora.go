@@ -12,15 +12,16 @@ import (
 	"github.com/gotrain/gotrain/zero"
 )
 
-// LoRA fine-tuning: the base model is served by a Frozen engine (its
-// parameters partitioned and gathered as the stage says, nothing else) and
-// r.eng is the adapters' engine, built beside it, so the loop's ZeroGrad,
-// Step and collectives train the adapters only. The adapters are written
-// as a PEFT directory (adapter_model.safetensors, adapter_config.json) into
-// the output directory at every checkpoint and at the end; the checkpoint
-// tag beside it holds the adapters' ZeRO state (fp32 master, moments) in
-// their own layout, so a resume, on any world size and stage, continues
-// them exactly while the base is read again from --init-from.
+// LoRA fine-tuning (loraModel, a trainee): the base model is served by a
+// Frozen engine (its parameters partitioned and gathered as the stage
+// says, nothing else) and the adapters' engine, built beside it, is the
+// run's trained engine, so the loop's ZeroGrad, Step and collectives train
+// the adapters only. The adapters are written as a PEFT directory
+// (adapter_model.safetensors, adapter_config.json) into the output
+// directory at every checkpoint and at the end; the checkpoint tag beside
+// it holds the adapters' ZeRO state (fp32 master, moments) in their own
+// layout, so a resume, on any world size and stage, continues them
+// exactly while the base is read again from --init-from.
 
 // LoRAOptions are a LoRA run's settings (Options.LoRA).
 type LoRAOptions struct {
