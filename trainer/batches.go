@@ -9,11 +9,11 @@ type BatchSource interface {
 
 // MaskedSource is a BatchSource whose targets may be ignored: a negative
 // target (-100, PyTorch's ignore_index) is a masked prompt token or
-// padding. Masked reports whether the source can yield such targets; a
-// run over such a source takes the step's loss as the mean over every
-// unmasked target of all micro-batches on all ranks (see
-// run.forwardBackwardMasked). data.Loader over shards with loss-mask
-// companions is one.
+// padding. Every step's loss is the mean over the unmasked targets of all
+// micro-batches on all ranks, counted from the batches whatever the
+// source; Masked says where the loss is summed (run.forward): on the host
+// from each micro-batch's mean when true, on the device otherwise.
+// data.Loader over shards with loss-mask companions is one.
 type MaskedSource interface {
 	BatchSource
 	Masked() bool

@@ -16,6 +16,7 @@ import (
 	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/data"
 	"github.com/gotrain/gotrain/metrics"
+	"github.com/gotrain/gotrain/model"
 	"github.com/gotrain/gotrain/optim"
 )
 
@@ -46,15 +47,10 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 		return nil
 	}
 	t0 := time.Now()
-	// A LoRA run's tag holds the adapters' state only (the frozen base is
-	// read again from --init-from on resume), and the PEFT adapter
-	// directory in the output directory is refreshed beside it.
-	var lay checkpoint.Layout = r.m.Layout()
-	if r.base != nil {
-		if _, err := r.saveAdapter(); err != nil {
-			return err
-		}
-		lay = r.adapters
+	// What sits beside the tag (a LoRA run's PEFT adapter directory) is
+	// refreshed first.
+	if _, err := r.tr.save(false); err != nil {
+		return err
 	}
 	dir := checkpoint.Dir(r.o.OutputDir)
 	if r.rank == 0 {
@@ -65,7 +61,7 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	if err := r.barrier(ctx)(); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	w, err := checkpoint.NewTagWriter(dir, checkpoint.TagName(int64(step)), lay, checkpoint.AllKinds(),
+	w, err := checkpoint.NewTagWriter(dir, checkpoint.TagName(int64(step)), r.tr.layout(), checkpoint.AllKinds(),
 		checkpoint.WriterOptions{Rank: r.rank, World: r.world, Barrier: r.barrier(ctx), SaveTotalLimit: r.o.SaveTotalLimit})
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
@@ -85,13 +81,8 @@ func (r *run) save(ctx context.Context, step int, tokens int64) error {
 	}
 	r.lastSaved = step
 	// The logs are durable up to the state a resume would start from.
-	if r.log != nil {
-		if err := r.log.Sync(); err != nil {
-			return err
-		}
-	}
-	if err := r.monitors.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: monitor: %w", err)
+	if err := r.logs.sync(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	fmt.Fprintf(r.o.Log, "saved checkpoint %s%s in %.2fs\n", filepath.Join(dir, checkpoint.TagName(int64(step))), r.stageNote(step), time.Since(t0).Seconds())
 	if ob, ok := r.o.Observer.(interface{ ObserveCheckpoint(float64) }); ok {
@@ -187,7 +178,7 @@ func (r *run) checkConfig(ck *checkpoint.Reader, pos data.LoaderState) error {
 // checkpoint has.
 func (r *run) currentMeta() checkpoint.Metadata {
 	return checkpoint.Metadata{Step: 1, Samples: int64(r.o.Batch.TrainBatchSize), WorldSize: r.world,
-		Stage: r.o.Config.ZeRO.Stage, Precision: r.pdt.String(), Model: checkpoint.ModelConfigOf(r.o.Model)}
+		Stage: r.o.Config.ZeRO.Stage, Precision: r.paramDType.String(), Model: checkpoint.ModelConfigOf(r.o.Model)}
 }
 
 // sameDir reports whether two paths name one directory.
@@ -216,24 +207,18 @@ func (r *run) warnNewerTags(ck *checkpoint.Reader) {
 	}
 }
 
-// restore loads a checkpoint into the engine and the loop's state; the
+// restore loads a checkpoint into the trainee and the loop's state (src:
+// the --init-from weights of what the checkpoint does not hold); the
 // world size and ZeRO stage may differ from the run that wrote it.
-func (r *run) restore(ck *checkpoint.Reader) (startStep int, tokens int64, err error) {
+func (r *run) restore(ck *checkpoint.Reader, src model.WeightSource) (startStep int, tokens int64, err error) {
 	if err := ck.Verify(); err != nil {
 		return 0, 0, err
 	}
 	for _, w := range ck.Warnings() {
 		fmt.Fprintln(r.o.Log, "warning: "+w)
 	}
-	if err := r.checkLoRA(ck); err != nil {
+	if err := r.tr.check(ck); err != nil {
 		return 0, 0, err
-	}
-	var lay checkpoint.Layout = r.m.Layout()
-	if r.base != nil {
-		lay = r.adapters
-	}
-	if err := ck.CheckModel(lay); err != nil {
-		return 0, 0, fmt.Errorf("--resume: %w (the checkpoint was written for another model; pass the same --model)", err)
 	}
 	meta := ck.Meta()
 	var ts trainerState
@@ -246,20 +231,11 @@ func (r *run) restore(ck *checkpoint.Reader) (startStep int, tokens int64, err e
 	if err := r.checkConfig(ck, ts.Data); err != nil {
 		return 0, 0, err
 	}
-	err = r.eng.RestoreState(func(kind string, off, n int) ([]float32, error) {
-		return ck.ReadRange(checkpoint.Kind(kind), off, n)
-	})
-	if err != nil {
+	if err := r.tr.restore(ck, src); err != nil {
+		return 0, 0, err
+	}
+	if err := r.opt.restore(ts); err != nil {
 		return 0, 0, fmt.Errorf("--resume %s: %w", ck.Tag(), err)
-	}
-	r.updates, r.skipped = ts.Updates, ts.Skipped
-	if err := r.sch.Restore(ts.Scheduler); err != nil {
-		return 0, 0, fmt.Errorf("--resume %s: scheduler: %w", ck.Tag(), err)
-	}
-	if r.scaler != nil && ts.Scaler != nil {
-		if err := r.scaler.Restore(*ts.Scaler); err != nil {
-			return 0, 0, fmt.Errorf("--resume %s: loss scaler: %w", ck.Tag(), err)
-		}
 	}
 	// A stage entered from the previous one's final checkpoint reads its
 	// own data from the start; only the optimizer and the schedule carry on.
@@ -300,13 +276,10 @@ func (r *run) restoreData(pos data.LoaderState) error {
 // resume needs (updates, scheduler, loss scaler, data position, stage) and
 // what inspect and a resume check against (model, precision, run fields).
 func (r *run) tagMetadata(step int, tokens int64) (checkpoint.Metadata, error) {
-	ts := trainerState{Updates: r.updates, Skipped: r.skipped, Scheduler: r.sch.State(), Stage: r.stageState()}
+	ts := trainerState{Stage: r.stageState()}
+	r.opt.save(&ts)
 	if r.loader != nil {
 		ts.Data = r.loader.Save()
-	}
-	if r.scaler != nil {
-		st := r.scaler.State()
-		ts.Scaler = &st
 	}
 	raw, err := json.Marshal(ts)
 	if err != nil {
@@ -314,13 +287,11 @@ func (r *run) tagMetadata(step int, tokens int64) (checkpoint.Metadata, error) {
 	}
 	meta := checkpoint.Metadata{
 		Step: int64(step), Samples: int64(step) * int64(r.o.Batch.TrainBatchSize), Tokens: tokens,
-		WorldSize: r.world, Stage: r.o.Config.ZeRO.Stage, Precision: r.pdt.String(),
+		WorldSize: r.world, Stage: r.o.Config.ZeRO.Stage, Precision: r.paramDType.String(),
 		Model: checkpoint.ModelConfigOf(r.o.Model), Seed: r.o.Seed, DataPosition: raw,
 		RunID: r.runID, Fields: r.fields,
 	}
-	if r.base != nil {
-		meta.LoRA = checkpoint.LoRAConfigOf(r.o.LoRA.Config, r.o.LoRA.BaseName, r.adt)
-	}
+	r.tr.describe(&meta)
 	// The scheduler and loss-scaler states also sit under DeepSpeed's own
 	// key names, for people reading meta.json; the resume reads them from
 	// the trainer state above.

@@ -35,20 +35,20 @@ func (r *run) seqLenAt(n int) int {
 	return r.o.SeqLen
 }
 
-// cutBatch returns the micro-batch just read into r.in and r.tg (B rows
-// of SeqLen) with each row cut to its first T tokens; T = SeqLen returns
-// them as they are.
+// cutBatch returns the micro-batch just read into r.inputs and r.targets
+// (B rows of SeqLen) with each row cut to its first T tokens; T = SeqLen
+// returns them as they are.
 func (r *run) cutBatch(T int) (in, tg []int32) {
 	full := r.o.SeqLen
 	if T == full {
-		return r.in, r.tg
+		return r.inputs, r.targets
 	}
-	B := len(r.in) / full
+	B := len(r.inputs) / full
 	for b := range B {
 		// Row b moves to offset b·T; rows never overlap their source
 		// wrongly since b·T ≤ b·full.
-		copy(r.in[b*T:(b+1)*T], r.in[b*full:b*full+T])
-		copy(r.tg[b*T:(b+1)*T], r.tg[b*full:b*full+T])
+		copy(r.inputs[b*T:(b+1)*T], r.inputs[b*full:b*full+T])
+		copy(r.targets[b*T:(b+1)*T], r.targets[b*full:b*full+T])
 	}
-	return r.in[:B*T], r.tg[:B*T]
+	return r.inputs[:B*T], r.targets[:B*T]
 }

@@ -216,9 +216,8 @@ func measureOnMeta(o Options) (metaMeasure, error) {
 		}
 	}
 	mm.peak = breakdownOf(func(p backend.Pool, c backend.Category) int64 { return be.AtPeak(p)[c] })
-	mm.gathered = int64(r.eng.Stats().PeakLiveElements)
-	if r.base != nil {
-		mm.gathered += int64(r.base.Stats().PeakLiveElements)
+	for _, e := range r.tr.engines() {
+		mm.gathered += int64(e.Stats().PeakLiveElements)
 	}
 	return mm, nil
 }

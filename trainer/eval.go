@@ -1,7 +1,6 @@
 package trainer
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,14 +20,14 @@ func (r *run) evaluate(n int) (float64, error) {
 	var sum float64
 	var count int64
 	for {
-		rows, err := r.val.Next(r.evalIn, r.evalTg)
+		rows, err := r.val.Next(r.evalInputs, r.evalTargets)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return 0, fmt.Errorf("eval: %w", err)
 		}
-		in, tg := r.evalIn[:rows*T], r.evalTg[:rows*T]
+		in, tg := r.evalInputs[:rows*T], r.evalTargets[:rows*T]
 		// A rank whose share of the last batch is empty forwards a row of
 		// ignored targets all the same: at ZeRO-3 the forward gathers the
 		// parameters with every rank.
@@ -41,13 +40,17 @@ func (r *run) evaluate(n int) (float64, error) {
 			count += k
 		}
 	}
-	vl, global, _, err := r.reduceMasked(context.Background(), sum, count)
+	total, err := r.reduce(lossSums{sum: sum, count: count})
 	if err != nil {
 		return 0, err
 	}
-	if global == 0 {
+	vl, err := total.mean()
+	if err != nil {
+		return 0, err
+	}
+	if total.count == 0 {
 		return 0, fmt.Errorf("eval: the validation data (%d samples) has no target that is not masked; pass validation rows with labelled tokens, or train without --val-data", r.val.Samples())
 	}
 	fmt.Fprintf(r.o.Log, "step %d | val loss %.4f\n", n, vl)
-	return vl, r.writeLog(metrics.EvalRecord{Step: n, ValLoss: vl, Batches: int(r.val.NumBatches())})
+	return vl, r.logs.write(metrics.EvalRecord{Step: n, ValLoss: vl, Batches: int(r.val.NumBatches())})
 }

@@ -12,24 +12,32 @@ import (
 	"github.com/gotrain/gotrain/checkpoint"
 	"github.com/gotrain/gotrain/comm"
 	"github.com/gotrain/gotrain/metrics"
-	"github.com/gotrain/gotrain/model"
 )
 
-// openLogs opens metrics.jsonl and the config's monitors on rank 0, once
+// runLogs are what rank 0 writes as the run goes: metrics.jsonl, the
+// config's monitors (DeepSpeed's csv_monitor and tensorboard), the
+// progress line and the wall-clock breakdown. Other ranks open no files.
+type runLogs struct {
+	jsonl     *metrics.JSONL // nil without an output directory
+	monitors  metrics.Monitors
+	prog      metrics.Progress
+	breakdown metrics.Breakdown
+}
+
+// open opens metrics.jsonl and the config's monitors on rank 0, once
 // the start step is settled: a resume drops the records beyond its
 // checkpoint (the run computes those steps again); a fresh start moves an
 // earlier run's logs aside. See metrics/logfiles.go.
-func (r *run) openLogs(ck *checkpoint.Reader) error {
-	o := r.o
-	if err := r.openMonitors(); err != nil {
+func (l *runLogs) open(o Options, ck *checkpoint.Reader) error {
+	if err := l.openMonitors(o); err != nil {
 		return err
 	}
 	if ck != nil {
-		if err := r.monitors.ResumeAt(ck.Meta().Samples); err != nil {
+		if err := l.monitors.ResumeAt(ck.Meta().Samples); err != nil {
 			return err
 		}
 	} else {
-		moved, err := r.monitors.SetAside(time.Now())
+		moved, err := l.monitors.SetAside(time.Now())
 		if err != nil {
 			return err
 		}
@@ -51,18 +59,18 @@ func (r *run) openLogs(ck *checkpoint.Reader) error {
 	if note != "" {
 		fmt.Fprintln(o.Log, note)
 	}
-	r.log = log
+	l.jsonl = log
 	return err
 }
 
-// openMonitors starts the config's monitor blocks on rank 0: csv_monitor and
-// tensorboard write files (under output_path, else --output-dir); wandb and
-// comet need a network gotrain never uses.
-func (r *run) openMonitors() error {
-	c := r.o.Config
+// openMonitors starts the config's monitor blocks: csv_monitor and
+// tensorboard write files (under output_path, else the output directory);
+// wandb and comet need a network gotrain never uses.
+func (l *runLogs) openMonitors(o Options) error {
+	c := o.Config
 	dir := func(p string) string {
 		if p == "" {
-			return r.o.OutputDir
+			return o.OutputDir
 		}
 		return p
 	}
@@ -71,52 +79,53 @@ func (r *run) openMonitors() error {
 		if err != nil {
 			return fmt.Errorf("csv_monitor: %w", err)
 		}
-		r.monitors = append(r.monitors, m)
+		l.monitors = append(l.monitors, m)
 	}
 	if c.TensorBoard.Enabled {
 		m, err := metrics.NewTensorBoard(dir(c.TensorBoard.OutputPath), c.TensorBoard.JobName)
 		if err != nil {
 			return fmt.Errorf("tensorboard: %w", err)
 		}
-		r.monitors = append(r.monitors, m)
+		l.monitors = append(l.monitors, m)
 	}
 	if c.WandB.Enabled {
-		fmt.Fprintln(r.o.Log, metrics.UnsupportedMonitorWarning("wandb"))
+		fmt.Fprintln(o.Log, metrics.UnsupportedMonitorWarning("wandb"))
 	}
 	if c.Comet.Enabled {
-		fmt.Fprintln(r.o.Log, metrics.UnsupportedMonitorWarning("comet"))
+		fmt.Fprintln(o.Log, metrics.UnsupportedMonitorWarning("comet"))
 	}
 	return nil
 }
 
-// writeLog appends a record to metrics.jsonl (rank 0).
-func (r *run) writeLog(rec any) error {
-	if r.log == nil {
+// write appends a record to metrics.jsonl.
+func (l *runLogs) write(rec any) error {
+	if l.jsonl == nil {
 		return nil
 	}
-	return r.log.Write(rec)
+	return l.jsonl.Write(rec)
 }
 
-// saveWeights writes <output-dir> as a Hugging Face snapshot
-// (model.ExportSnapshot: config.json, model.safetensors or shards of at
-// most 5 GB with an index, F32). Every rank takes part in gathering the
-// parameters; rank 0 writes.
-func (r *run) saveWeights() (string, error) {
-	host, err := r.eng.HostParams(r.cctx)
-	if err != nil {
-		return "", err
+// sync makes the files durable up to what is written.
+func (l *runLogs) sync() error {
+	if l.jsonl != nil {
+		if err := l.jsonl.Sync(); err != nil {
+			return err
+		}
 	}
-	if r.rank != 0 {
-		return "", nil
+	if err := l.monitors.Sync(); err != nil {
+		return fmt.Errorf("monitor: %w", err)
 	}
-	files, err := model.ExportSnapshot(r.o.OutputDir, r.o.Model, model.SliceReader(host), model.SnapshotOptions{})
-	if err != nil {
-		return "", err
+	return nil
+}
+
+// close closes the files.
+func (l *runLogs) close() {
+	if l.jsonl != nil {
+		l.jsonl.Close()
 	}
-	if len(files) > 1 {
-		return filepath.Join(r.o.OutputDir, "model.safetensors.index.json"), nil
+	if len(l.monitors) > 0 {
+		l.monitors.Close()
 	}
-	return filepath.Join(r.o.OutputDir, files[0]), nil
 }
 
 // memory gathers every rank's memory accounting for the log: each rank's

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 
@@ -11,15 +12,16 @@ import (
 	"github.com/gotrain/gotrain/zero"
 )
 
-// LoRA fine-tuning: the base model is served by a Frozen engine (its
-// parameters partitioned and gathered as the stage says, nothing else) and
-// r.eng is the adapters' engine, built beside it, so the loop's ZeroGrad,
-// Step and collectives train the adapters only. The adapters are written
-// as a PEFT directory (adapter_model.safetensors, adapter_config.json) into
-// the output directory at every checkpoint and at the end; the checkpoint
-// tag beside it holds the adapters' ZeRO state (fp32 master, moments) in
-// their own layout, so a resume, on any world size and stage, continues
-// them exactly while the base is read again from --init-from.
+// LoRA fine-tuning (loraModel, a trainee): the base model is served by a
+// Frozen engine (its parameters partitioned and gathered as the stage
+// says, nothing else) and the adapters' engine, built beside it, is the
+// run's trained engine, so the loop's ZeroGrad, Step and collectives train
+// the adapters only. The adapters are written as a PEFT directory
+// (adapter_model.safetensors, adapter_config.json) into the output
+// directory at every checkpoint and at the end; the checkpoint tag beside
+// it holds the adapters' ZeRO state (fp32 master, moments) in their own
+// layout, so a resume, on any world size and stage, continues them
+// exactly while the base is read again from --init-from.
 
 // LoRAOptions are a LoRA run's settings (Options.LoRA).
 type LoRAOptions struct {
@@ -38,105 +40,120 @@ type LoRAOptions struct {
 	FP32 bool
 }
 
-// buildLoRA makes the frozen base's engine and the adapters' engine and
-// points the model options at them.
-func (r *run) buildLoRA(lay *model.Layout, zo zero.Options, mopts *model.Options) error {
+// loraModel trains LoRA adapters (eng) on a frozen base (base).
+type loraModel struct {
+	weightsOut
+	o           LoRAOptions
+	base, eng   *zero.Engine
+	lay         *model.Layout        // the base's
+	adapters    *model.AdapterLayout // the trained parameters'
+	dtype       backend.DType        // the adapters'
+	seed        uint64
+	allowChange bool      // Options.AllowConfigChange
+	log         io.Writer // notes on rank 0
+}
+
+// newLoRAModel makes the frozen base's engine and the adapters' engine
+// and points the model options at them.
+func newLoRAModel(r *run, w weightsOut, lay *model.Layout, zo zero.Options, mopts *model.Options) (*loraModel, error) {
 	lo := r.o.LoRA
 	alay, err := model.NewAdapterLayout(r.o.Model, lo.Config)
 	if err != nil {
-		return fmt.Errorf("LoRA: %w", err)
+		return nil, fmt.Errorf("LoRA: %w", err)
 	}
 	bo := zo
 	bo.Frozen = true
-	if r.base, err = zero.New(r.cctx, r.be, r.c, zero.LayoutOf(lay), bo); err != nil {
-		return err
+	base, err := zero.New(r.cctx, r.be, r.c, zero.LayoutOf(lay), bo)
+	if err != nil {
+		return nil, err
 	}
 	ao := zo
 	if lo.FP32 {
 		ao.ParamDType, ao.GradAccumDType = backend.F32, backend.F32
 	}
-	if r.eng, err = zero.NewBeside(r.base, zero.LayoutOf(alay), ao); err != nil {
-		return err
+	eng, err := zero.NewBeside(base, zero.LayoutOf(alay), ao)
+	if err != nil {
+		base.Close()
+		return nil, err
 	}
-	r.adapters, r.adt = alay, ao.ParamDType
-	mopts.Store = r.base
-	mopts.LoRA = &model.LoRAOptions{Layout: alay, Store: r.eng, DType: ao.ParamDType}
-	return nil
+	mopts.Store = base
+	mopts.LoRA = &model.LoRAOptions{Layout: alay, Store: eng, DType: ao.ParamDType}
+	return &loraModel{weightsOut: w, o: *lo, base: base, eng: eng, lay: lay, adapters: alay, dtype: ao.ParamDType,
+		seed: r.o.Seed, allowChange: r.o.AllowConfigChange, log: r.o.Log}, nil
 }
 
-// initLoRA gives the base its weights (src, or the model's random init)
-// and the adapters theirs (--init-adapter, or PEFT's init).
-func (r *run) initLoRA(src model.WeightSource) error {
-	if err := r.initBase(src); err != nil {
+func (l *loraModel) layout() checkpoint.Layout { return l.adapters }
+
+// init gives the base its weights (src, or the model's random init) and
+// the adapters theirs (--init-adapter, or PEFT's init).
+func (l *loraModel) init(src model.WeightSource) error {
+	if err := initWeights(l.base, l.lay, l.seed, src); err != nil {
 		return err
 	}
 	var vals []float32
-	if dir := r.o.LoRA.InitAdapter; dir != "" {
+	if dir := l.o.InitAdapter; dir != "" {
 		var err error
-		if vals, err = model.LoadAdapter(dir, r.adapters); err != nil {
+		if vals, err = model.LoadAdapter(dir, l.adapters); err != nil {
 			return fmt.Errorf("--init-adapter: %w", err)
 		}
 	} else {
-		vals = model.InitAdapters(r.adapters, r.o.Seed)
+		vals = model.InitAdapters(l.adapters, l.seed)
 	}
-	return r.eng.InitParams(func(g int) ([]float32, error) {
-		off, n := r.adapters.GroupRange(g)
+	return l.eng.InitParams(func(g int) ([]float32, error) {
+		off, n := l.adapters.GroupRange(g)
 		return vals[off : off+n], nil
 	})
 }
 
-// saveAdapter writes the adapters as a PEFT directory into the output
-// directory. Every rank takes part in gathering them; rank 0 writes.
-func (r *run) saveAdapter() (string, error) {
-	host, err := r.eng.HostParams(r.cctx)
-	if err != nil {
-		return "", err
+// restore loads the adapters' state; the tag holds nothing of the frozen
+// base, which starts where the first run's did.
+func (l *loraModel) restore(ck *checkpoint.Reader, src model.WeightSource) error {
+	if err := restoreEngine(l.eng, ck); err != nil {
+		return err
 	}
-	if r.rank != 0 || r.o.OutputDir == "" {
-		return "", nil
-	}
-	if err := model.SaveAdapter(r.o.OutputDir, r.adapters, host, r.adt, r.o.LoRA.BaseName); err != nil {
-		return "", err
-	}
-	return filepath.Join(r.o.OutputDir, model.AdapterWeightsFile), nil
+	return initWeights(l.base, l.lay, l.seed, src)
 }
 
-// initBase gives the frozen base its weights: src (the --init-from files)
-// or the model's random initialisation. A resumed LoRA run calls it too,
-// since its checkpoints hold the adapters only.
-func (r *run) initBase(src model.WeightSource) error {
-	if src != nil {
-		return InitParamsFrom(r.base, src)
+// save writes the adapters as a PEFT directory into the output
+// directory, at every checkpoint and at the end.
+func (l *loraModel) save(bool) (string, error) {
+	host, err := l.eng.HostParams(l.ctx)
+	if err != nil || l.rank != 0 || l.dir == "" {
+		return "", err
 	}
-	lay := r.m.Layout()
-	return r.base.InitParams(func(g int) ([]float32, error) { return model.InitGroup(lay, r.o.Seed, g), nil })
+	if err := model.SaveAdapter(l.dir, l.adapters, host, l.dtype, l.o.BaseName); err != nil {
+		return "", err
+	}
+	return filepath.Join(l.dir, model.AdapterWeightsFile), nil
 }
 
-// checkLoRA refuses a resume that mixes a LoRA run and a full run, or
-// changes the adapters' shape (r, target_modules); a changed lora_alpha or
+func (l *loraModel) describe(meta *checkpoint.Metadata) {
+	meta.LoRA = checkpoint.LoRAConfigOf(l.o.Config, l.o.BaseName, l.dtype)
+}
+
+// flopsPerToken leaves out the frozen base's weight gradients and adds
+// the adapters' own products.
+func (l *loraModel) flopsPerToken(T int) float64 { return l.adapters.FlopsPerToken(T) }
+
+func (l *loraModel) engines() []*zero.Engine { return []*zero.Engine{l.eng, l.base} }
+
+// check refuses a resume from a full run's checkpoint, or one that changes
+// the adapters' shape (r, target_modules); a changed lora_alpha or
 // use_rslora changes the maths, so it needs AllowConfigChange.
-func (r *run) checkLoRA(ck *checkpoint.Reader) error {
-	saved := ck.Meta().LoRA
+func (l *loraModel) check(ck *checkpoint.Reader) error {
+	saved, now := ck.Meta().LoRA, l.o.Config
 	switch {
-	case saved == nil && r.base == nil:
-		return nil
 	case saved == nil:
 		return fmt.Errorf("--resume %s: the checkpoint holds a full run's state, and this is a LoRA run; export it (gotrain checkpoint export) and start LoRA from it with --init-from, or resume without the LoRA flags", ck.Tag())
-	case r.base == nil:
-		return fmt.Errorf("--resume %s: the checkpoint holds LoRA adapters (r %d, lora_alpha %g, target_modules %v); resume with the same LoRA flags, or train the merged model (gotrain checkpoint export --merge --base DIR) with --init-from",
-			ck.Tag(), saved.R, saved.Alpha, saved.Target)
-	}
-	now := r.o.LoRA.Config
-	if saved.R != now.R || !slices.Equal(saved.Target, now.Target) {
+	case saved.R != now.R || !slices.Equal(saved.Target, now.Target):
 		return fmt.Errorf("--resume %s: the checkpoint's adapters have r %d and target_modules %v, this run's r %d and %v; pass the checkpoint's LoRA settings",
 			ck.Tag(), saved.R, saved.Target, now.R, now.Target)
-	}
-	if (saved.Alpha != now.Alpha || saved.RSLoRA != now.RSLoRA) && !r.o.AllowConfigChange {
+	case (saved.Alpha != now.Alpha || saved.RSLoRA != now.RSLoRA) && !l.allowChange:
 		return fmt.Errorf("--resume %s: the checkpoint's adapters scale by lora_alpha %g (use_rslora %t), this run's by %g (%t), which changes what training computes; restore them (--lora-alpha %g), or pass --allow-config-change",
 			ck.Tag(), saved.Alpha, saved.RSLoRA, now.Alpha, now.RSLoRA, saved.Alpha)
 	}
-	if r.o.LoRA.InitAdapter != "" {
-		fmt.Fprintf(r.o.Log, "note: --init-adapter %s is not read: the adapters and their optimizer state come from %s\n", r.o.LoRA.InitAdapter, ck.Tag())
+	if l.o.InitAdapter != "" {
+		fmt.Fprintf(l.log, "note: --init-adapter %s is not read: the adapters and their optimizer state come from %s\n", l.o.InitAdapter, ck.Tag())
 	}
-	return nil
+	return checkModel(ck, l.adapters)
 }

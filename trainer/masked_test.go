@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -154,4 +155,86 @@ func readMetrics(t *testing.T, path string) []map[string]float64 {
 		out = append(out, m)
 	}
 	return out
+}
+
+// plainSource hides a source's Masked method: a BatchSource that yields
+// ignored targets without saying so.
+type plainSource struct{ BatchSource }
+
+// TestStepMeanIgnoresMaskedTargetsOfAnySource: a step's loss and gradient
+// are the mean over the unmasked targets it reads, counted from the
+// batches themselves, so a source that yields -100 targets without
+// declaring itself a MaskedSource trains exactly as the masked loader it
+// wraps: the same gradient norms and final weights bit for bit, and the
+// same losses up to where they are summed (the device's float32 running
+// sum or the host's per-micro-batch means).
+func TestStepMeanIgnoresMaskedTargetsOfAnySource(t *testing.T) {
+	ref, err := model.OpenSafetensors(maskedFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqLen, err := strconv.Atoi(ref.Metadata()["seq_len"])
+	dsText := ref.Metadata()["deepspeed_config"]
+	ref.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcfg, err := model.LoadHFConfig(filepath.Join(qwen3Case, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := data.Prepare(context.Background(), data.PrepareOptions{Inputs: []string{maskedRows}, OutputDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("masked.json", []byte(dsText), config.Options{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cfg.Resolve(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	train := func(plain bool) ([]map[string]float64, []byte) {
+		l, err := data.NewLoader(data.LoaderOptions{Shards: []string{filepath.Join(dir, "train_*.bin")},
+			B: batch.MicroBatch, T: seqLen, WorldSize: 1, Vocab: mcfg.V})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if !l.Masked() {
+			t.Fatal("the prepared rows have no loss mask")
+		}
+		var src BatchSource = l
+		if plain {
+			src = plainSource{l}
+		}
+		out := filepath.Join(t.TempDir(), "out")
+		_, err = Run(context.Background(), cpu.New(cpu.Options{Gemm: blas.Gonum{}}), Options{
+			Config: cfg, Batch: batch, Model: mcfg, InitFrom: filepath.Join(qwen3Case, "model.safetensors"),
+			Batches: src, SeqLen: seqLen, MaxSteps: 3, OutputDir: out,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := os.ReadFile(filepath.Join(out, "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readMetrics(t, filepath.Join(out, "metrics.jsonl")), w
+	}
+	masked, maskedW := train(false)
+	plain, plainW := train(true)
+	for i := range masked {
+		m, p := masked[i], plain[i]
+		if math.Abs(p["loss"]-m["loss"]) > 1e-6*m["loss"] {
+			t.Errorf("step %d: loss %.9g from the plain source, %.9g from the masked one", i+1, p["loss"], m["loss"])
+		}
+		if p["grad_norm"] != m["grad_norm"] {
+			t.Errorf("step %d: grad norm %.9g from the plain source, %.9g from the masked one", i+1, p["grad_norm"], m["grad_norm"])
+		}
+	}
+	if !bytes.Equal(plainW, maskedW) {
+		t.Error("the final weights differ")
+	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/gotrain/gotrain/data"
 	"github.com/gotrain/gotrain/metrics"
 	"github.com/gotrain/gotrain/model"
-	"github.com/gotrain/gotrain/optim"
 	"github.com/gotrain/gotrain/zero"
 )
 
@@ -36,26 +35,17 @@ type run struct {
 	lazy bool // run collectives lazily (an estimate on an accounting backend)
 
 	// What the rank holds in backend memory (build).
-	pdt     backend.DType // parameters and activations (precision)
-	eng     *zero.Engine
-	m       *model.Model
-	scalars backend.Buffer    // F32 (4): the loss and the stop flag, all-reduced together (masked data adds its target count)
-	memBufs [2]backend.Buffer // every rank's memory accounting, gathered for the log
+	paramDType backend.DType // parameters and activations (precision)
+	tr         trainee       // what is trained: the whole model, or LoRA adapters
+	eng        *zero.Engine  // the trained parameters' engine
+	m          *model.Model
+	scalars    backend.Buffer    // F32 (4): the loss sum, the stop flag and the target count, all-reduced together (step.go)
+	memBufs    [2]backend.Buffer // every rank's memory accounting, gathered for the log
 
-	// LoRA (lora.go): the frozen base's engine, the adapters' layout and
-	// dtype; eng is then the adapters' engine.
-	base     *zero.Engine
-	adapters *model.AdapterLayout
-	adt      backend.DType
-
-	opt       optim.AdamWConfig
-	sch       optim.Scheduler
-	scaler    *optim.LossScaler // fp16 only
-	updates   int               // successful optimizer updates (AdamW's bias-correction step)
-	skipped   int               // steps skipped on fp16 overflow
-	startStep int               // 1, or the step after a resumed checkpoint's
-	tokens0   int64             // tokens consumed before this process started
-	tokens    int64             // tokens consumed so far, tokens0 included
+	opt       *optimizer // AdamW, the schedule, fp16's loss scaler (host side)
+	startStep int        // 1, or the step after a resumed checkpoint's
+	tokens0   int64      // tokens consumed before this process started
+	tokens    int64      // tokens consumed so far, tokens0 included
 
 	// Checkpoint lineage and resume state.
 	resumedTag string           // the checkpoint resumed from, "" when fresh
@@ -68,16 +58,12 @@ type run struct {
 	batches BatchSource      // the training micro-batches: loader, or Options.Batches
 	loader  *data.Loader     // the shards' loader, whose position checkpoints keep; nil with Options.Batches
 	val     *data.EvalLoader // nil without val data
-	in, tg  []int32
-	curT    int // this step's sequence length: SeqLen, or curriculum_learning's (curriculum.go)
-	curStep int // the optimizer step running: with the rank and micro-batch, LoRA dropout's seed
-	// evalIn and evalTg hold one eval batch: EvalBatchSize rows of SeqLen.
-	evalIn, evalTg []int32
+	// inputs and targets hold one training micro-batch (B rows of SeqLen);
+	// evalInputs and evalTargets one eval batch (EvalBatchSize rows).
+	inputs, targets         []int32
+	evalInputs, evalTargets []int32
 
-	log       *metrics.JSONL
-	monitors  metrics.Monitors // DeepSpeed's csv_monitor and tensorboard (rank 0)
-	prog      metrics.Progress
-	breakdown metrics.Breakdown
+	logs runLogs // rank 0's
 
 	res        *Result
 	start      time.Time // when the first step began
@@ -90,8 +76,8 @@ func newRun(ctx context.Context, be backend.Backend, o Options) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{be: be, o: o, c: c, rank: c.Rank(), world: c.Size(), cctx: context.WithoutCancel(ctx), curT: o.SeqLen,
-		prog: metrics.Progress{W: o.Log, TotalSteps: o.MaxSteps}}
+	r := &run{be: be, o: o, c: c, rank: c.Rank(), world: c.Size(), cctx: context.WithoutCancel(ctx),
+		logs: runLogs{prog: metrics.Progress{W: o.Log, TotalSteps: o.MaxSteps}}}
 	if err := r.setup(); err != nil {
 		r.close()
 		return nil, err
@@ -191,22 +177,15 @@ func (r *run) setup() error {
 	}
 	if ck != nil {
 		defer ck.Close()
-	} else if err := r.initParams(src); err != nil {
+	} else if err := r.tr.init(src); err != nil {
 		return err
-	}
-	if ck != nil && r.base != nil {
-		// The tag holds the adapters' state only; the frozen base starts
-		// where the first run's did.
-		if err := r.initBase(src); err != nil {
-			return err
-		}
 	}
 	if err := r.openData(); err != nil {
 		return err
 	}
 	r.startStep = 1
 	if ck != nil {
-		if r.startStep, r.tokens0, err = r.restore(ck); err != nil {
+		if r.startStep, r.tokens0, err = r.restore(ck, src); err != nil {
 			return err
 		}
 		r.resumedTag = ck.Tag()
@@ -215,7 +194,7 @@ func (r *run) setup() error {
 	}
 	r.tokens = r.tokens0
 	if r.rank == 0 {
-		return r.openLogs(ck)
+		return r.logs.open(r.o, ck)
 	}
 	return nil
 }
@@ -237,22 +216,6 @@ func (r *run) initFrom() (model.WeightSource, error) {
 			r.o.InitFrom, c, r.o.Model, strings.Join(c.Diff(r.o.Model), ", "))
 	}
 	return w, nil
-}
-
-// initParams gives the engine its first values: src's weights (the
-// --init-from files) or the model's random initialisation, one group at a
-// time.
-func (r *run) initParams(src model.WeightSource) error {
-	if r.base != nil {
-		return r.initLoRA(src)
-	}
-	if src != nil {
-		return InitParamsFrom(r.eng, src)
-	}
-	lay := r.m.Layout()
-	return r.eng.InitParams(func(g int) ([]float32, error) {
-		return model.InitGroup(lay, r.o.Seed, g), nil
-	})
 }
 
 // InitParamsFrom sets eng's parameters (and fp32 master weights) from src,
@@ -290,21 +253,14 @@ func (r *run) build() error {
 	if err != nil {
 		return err
 	}
-	r.pdt = pdt
+	r.paramDType = pdt
 	zo := engineOptions(o.Config)
 	zo.ParamDType, zo.GradAccumDType, zo.LazyComm = pdt, gdt, r.lazy
-	lay := model.NewLayout(o.Model)
-	mopts := model.Options{Checkpoint: o.Checkpoint, ActDType: pdt}
-	if o.LoRA != nil {
-		if err := r.buildLoRA(lay, zo, &mopts); err != nil {
-			return err
-		}
-	} else {
-		if r.eng, err = zero.New(r.cctx, r.be, r.c, zero.LayoutOf(lay), zo); err != nil {
-			return err
-		}
-		mopts.Store = r.eng
+	tr, eng, mopts, err := newTrainee(r, model.NewLayout(o.Model), zo)
+	if err != nil {
+		return err
 	}
+	r.tr, r.eng = tr, eng
 	if o.CheckpointHost {
 		mopts.CheckpointPool = backend.HostPinned
 	}
@@ -322,19 +278,15 @@ func (r *run) build() error {
 		return err
 	}
 	B, T := o.Batch.MicroBatch, o.SeqLen
-	r.in, r.tg = make([]int32, B*T), make([]int32, B*T)
+	r.inputs, r.targets = make([]int32, B*T), make([]int32, B*T)
 	if err := r.m.ReserveActivations(B, T); err != nil {
 		return err
 	}
-	if r.opt, err = adamWConfig(o.Config.Optimizer); err != nil {
+	if r.opt, err = newOptimizer(o.Config, r.rank, o.Log); err != nil {
 		return err
 	}
-	if r.sch, err = scheduler(o.Config.Scheduler); err != nil {
-		return err
-	}
-	r.scaler, err = lossScaler(o.Config, r.rank, func(msg string) { fmt.Fprintln(o.Log, msg) })
 	r.res = &Result{FirstValLoss: math.NaN(), FinalValLoss: math.NaN()}
-	return err
+	return nil
 }
 
 // openData opens the training micro-batches (the shards' loader, unless
@@ -361,7 +313,7 @@ func (r *run) openData() error {
 		if r.val, err = data.NewEvalLoader(vo, o.EvalBatches); err != nil {
 			return fmt.Errorf("--val-data: %w", err)
 		}
-		r.evalIn, r.evalTg = make([]int32, E*T), make([]int32, E*T)
+		r.evalInputs, r.evalTargets = make([]int32, E*T), make([]int32, E*T)
 	}
 	return nil
 }
@@ -397,12 +349,7 @@ func (r *run) close() {
 	if r.val != nil {
 		r.val.Close()
 	}
-	if r.log != nil {
-		r.log.Close()
-	}
-	if len(r.monitors) > 0 {
-		r.monitors.Close()
-	}
+	r.logs.close()
 	for _, b := range []backend.Buffer{r.scalars, r.memBufs[0], r.memBufs[1]} {
 		if !b.IsNil() {
 			r.be.Free(b)
@@ -411,11 +358,10 @@ func (r *run) close() {
 	if r.m != nil {
 		r.m.Free()
 	}
-	if r.eng != nil {
-		r.eng.Close()
-	}
-	if r.base != nil {
-		r.base.Close()
+	if r.tr != nil {
+		for _, e := range r.tr.engines() {
+			e.Close()
+		}
 	}
 	r.lock.Release()
 }

@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -48,285 +47,102 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	return res, r.finish()
 }
 
-// step runs optimizer step n: forward and backward over the micro-batches,
-// one all-reduce of the loss and the stop flag, and the engine's step
-// (reduction, clipping, AdamW). It reports whether some rank was asked to
-// stop.
-func (r *run) step(ctx context.Context, n int) (rec metrics.StepRecord, stop bool, err error) {
-	t0 := time.Now()
-	r.curT, r.curStep = r.seqLenAt(n), n
+// step runs optimizer step n as llm.c's loop does: zero the gradients;
+// forward and backward each micro-batch; one all-reduce of the loss sums,
+// unmasked-target counts and stop flags; the engine's step (reduction,
+// clipping, AdamW); the step's record. It reports whether some rank was
+// asked to stop.
+func (r *run) step(ctx context.Context, n int) (metrics.StepRecord, bool, error) {
+	t0, comm0 := time.Now(), commSeconds(r.c.Stats())
+	T := r.seqLenAt(n)
 	if err := r.eng.ZeroGrad(); err != nil {
-		return rec, false, err
+		return metrics.StepRecord{}, false, err
 	}
-	lossScale := 1.0
-	if r.scaler != nil {
-		lossScale = r.scaler.Scale()
+	lossScale := r.opt.lossScale()
+	local, fwd, bwd, err := r.forwardBackward(n, T, float32(lossScale/float64(r.positions(T))))
+	if err != nil {
+		return metrics.StepRecord{}, false, err
 	}
-	commBefore := commSeconds(r.c.Stats())
-	var fwd, bwd time.Duration
-	var lossAt func() (float64, bool, error)
-	// gradScale is what the gradients carry beyond the mean's: fp16's loss
-	// scale, and for masked data the ratio of the step's unmasked targets
-	// to its B·T·gas·world positions (see forwardBackwardMasked).
-	gradScale := lossScale
-	if isMasked(r.batches) {
-		var sum float64
-		var count int64
-		if sum, count, fwd, bwd, err = r.forwardBackwardMasked(lossScale); err != nil {
-			return rec, false, err
-		}
-		mean, global, stopped, err := r.reduceMasked(ctx, sum, count)
-		if err != nil {
-			return rec, false, err
-		}
-		if global > 0 {
-			gradScale = lossScale * float64(global) / float64(r.stepPositions())
-		}
-		lossAt = func() (float64, bool, error) { return mean, stopped, nil }
-	} else {
-		if fwd, bwd, err = r.forwardBackward(lossScale); err != nil {
-			return rec, false, err
-		}
-		if lossAt, err = r.reduceLoss(ctx); err != nil {
-			return rec, false, err
-		}
+	local.stop = ctx.Err() != nil
+	total, err := r.reduce(local)
+	if err != nil {
+		return metrics.StepRecord{}, false, err
 	}
 	tOpt := time.Now()
-	lr, norm, overflow, err := r.optimize(lossScale, gradScale)
+	lr, norm, overflow, err := r.optimize(total.gradScale(lossScale, r.positions(T)))
 	if err != nil {
-		return rec, false, err
+		return metrics.StepRecord{}, false, err
 	}
 	optDur := time.Since(tOpt)
-	loss, stop, err := lossAt()
+	loss, err := total.mean()
 	if err != nil {
-		return rec, false, err
+		return metrics.StepRecord{}, false, err
 	}
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return rec, false, fmt.Errorf("loss is %v; lower the learning rate or enable gradient_clipping", loss)
+		return metrics.StepRecord{}, false, fmt.Errorf("loss is %v; lower the learning rate or enable gradient_clipping", loss)
 	}
 	if err := r.be.Sync(); err != nil {
-		return rec, false, err
+		return metrics.StepRecord{}, false, err
 	}
 	dt := time.Since(t0)
-	perStep := r.tokensPerStep()
-	r.tokens += perStep
-	rec = metrics.StepRecord{
+	r.tokens += r.positions(T)
+	rec := metrics.StepRecord{
 		Step: n, Loss: loss, LR: lr, GradNorm: norm, LossScale: lossScale, Tokens: r.tokens,
-		TokensPerSecond: float64(perStep) / dt.Seconds(), StepSeconds: dt.Seconds(),
-		Skipped: overflow, SkippedSteps: r.skipped,
+		TokensPerSecond: float64(r.positions(T)) / dt.Seconds(), StepSeconds: dt.Seconds(),
+		Skipped: overflow, SkippedSteps: r.opt.skipped,
 		ForwardSeconds: fwd.Seconds(), BackwardSeconds: bwd.Seconds(), OptimizerSeconds: optDur.Seconds(),
-		CommSeconds: commSeconds(r.c.Stats()) - commBefore,
+		CommSeconds: commSeconds(r.c.Stats()) - comm0,
 	}
-	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.flopsPerToken(r.curT), r.o.PeakFLOPS)
-	return rec, stop, nil
+	rec.MFU = metrics.MFU(rec.TokensPerSecond/float64(r.world), r.tr.flopsPerToken(T), r.o.PeakFLOPS)
+	return rec, total.stop, nil
 }
 
-// flopsPerToken is the training cost of a token at sequence length T that
-// MFU divides by: the full model's, or a LoRA run's (no weight gradients
-// for the frozen base, the adapters' own products).
-func (r *run) flopsPerToken(T int) float64 {
-	if r.adapters != nil {
-		return r.adapters.FlopsPerToken(T)
-	}
-	return r.o.Model.FlopsPerToken(T)
-}
-
-// stepPositions is B·T·gas·world, every target position of one optimizer
-// step on all ranks, masked or not.
-func (r *run) stepPositions() int64 {
+// positions is B·T·gas·world at sequence length T: every target position
+// of one optimizer step on all ranks, masked or not, which is also the
+// step's tokens.
+func (r *run) positions(T int) int64 {
 	b := r.o.Batch
-	return int64(b.MicroBatch) * int64(r.curT) * int64(b.GradAccum) * int64(r.world)
+	return int64(b.MicroBatch) * int64(T) * int64(b.GradAccum) * int64(r.world)
 }
 
-// tokensPerStep is every rank's tokens of one optimizer step.
-func (r *run) tokensPerStep() int64 {
-	b := r.o.Batch
-	return int64(b.MicroBatch) * int64(r.curT) * int64(b.GradAccum) * int64(r.world)
-}
-
-// forwardBackward queues the step's micro-batches; the sum of their
-// per-token losses accumulates on the device in r.scalars[0] (reduceLoss
-// reads it). Scaling each micro-batch's gradient by 1/(B·T·gas·world)
-// makes the gradient summed over micro-batches and reduced (summed) over
-// ranks that of the global mean. fp16 multiplies it by the loss scale,
-// which the engine's step divides out.
-func (r *run) forwardBackward(lossScale float64) (fwd, bwd time.Duration, err error) {
-	B, T, gas := r.o.Batch.MicroBatch, r.curT, r.o.Batch.GradAccum
-	dloss := float32(lossScale / float64(B*T*gas*r.world))
-	lossSum := r.scalars.Slice(0, 1)
-	r.be.Zero(lossSum)
-	for mb := range gas {
-		if err := r.batches.Next(r.in, r.tg); err != nil {
-			return fwd, bwd, fmt.Errorf("read batch: %w", err)
+// forwardBackward runs step n's micro-batches at sequence length T and
+// returns this rank's loss sum and unmasked-target count. Every backward
+// gets dloss, the gradient of one target of a mean over all B·T·gas·world
+// positions (times fp16's loss scale); lossSums.gradScale corrects for the
+// masked ones once the global count is known.
+func (r *run) forwardBackward(n, T int, dloss float32) (s lossSums, fwd, bwd time.Duration, err error) {
+	B := r.o.Batch.MicroBatch
+	s = r.startLoss()
+	for mb := range r.o.Batch.GradAccum {
+		if err := r.batches.Next(r.inputs, r.targets); err != nil {
+			return s, fwd, bwd, fmt.Errorf("read batch: %w", err)
 		}
 		in, tg := r.cutBatch(T)
-		t := time.Now()
-		r.m.Train(backend.DropoutSeed(r.o.Seed, r.curStep, mb, r.rank)) // as in forwardBackwardMasked
-		if err := r.m.ForwardQueued(in, tg, B, T, lossSum); err != nil {
-			return fwd, bwd, fmt.Errorf("forward: %w", err)
-		}
-		fwd += time.Since(t)
-		t = time.Now()
-		if err := r.m.Backward(dloss); err != nil {
-			return fwd, bwd, fmt.Errorf("backward: %w", err)
-		}
-		bwd += time.Since(t)
-	}
-	return fwd, bwd, nil
-}
-
-// reduceLoss returns the function that gives the global mean loss of the
-// step's micro-batches and whether any rank's run context was cancelled (a
-// signal). With several ranks both travel in one all-reduce now, so every
-// rank agrees on both. A single rank on a backend that can queue reads
-// (a GPU) reads its loss with the optimizer step's own synchronisation:
-// one host wait less per step.
-func (r *run) reduceLoss(ctx context.Context) (func() (float64, bool, error), error) {
-	tokens := float64(r.o.Batch.MicroBatch * r.curT * r.o.Batch.GradAccum)
-	stop := 0.0
-	if ctx.Err() != nil {
-		stop = 1
-	}
-	if r.world == 1 {
-		if q, ok := r.be.(backend.QueuedReader); ok {
-			read := q.QueueRead(r.scalars.Slice(0, 1))
-			return func() (float64, bool, error) {
-				raw, err := read()
-				if err != nil {
-					return 0, false, err
-				}
-				return float64(math.Float32frombits(binary.NativeEndian.Uint32(raw))) / tokens, stop != 0, nil
-			}, nil
-		}
-		v, err := backend.ReadF32(r.be, r.scalars.Slice(0, 1))
-		if err != nil {
-			return nil, err
-		}
-		return func() (float64, bool, error) { return float64(v[0]) / tokens, stop != 0, nil }, nil
-	}
-	if err := backend.WriteF32(r.be, r.scalars.Slice(1, 1), []float32{float32(stop)}); err != nil {
-		return nil, err
-	}
-	err := r.eng.Collective(r.cctx, "loss and stop flag", func(ctx context.Context, c comm.Comm) error {
-		return c.AllReduce(ctx, r.scalars.Slice(0, 2), comm.Avg)
-	})
-	if err != nil {
-		return nil, err
-	}
-	v, err := backend.ReadF32(r.be, r.scalars.Slice(0, 2))
-	if err != nil {
-		return nil, err
-	}
-	return func() (float64, bool, error) { return float64(v[0]) / tokens, v[1] > 0, nil }, nil
-}
-
-// forwardBackwardMasked runs the step's micro-batches of masked data and
-// returns this rank's sum of token losses over its unmasked targets and
-// their count. The step's loss is that sum over all micro-batches and
-// ranks divided by the global count (Hugging Face's Trainer since its
-// gradient-accumulation fix), not a mean of per-micro-batch means. The
-// count is known only after the last micro-batch on every rank, so each
-// backward runs with the plain stream's 1/(B·T·gas·world) and the engine's
-// step divides the reduced gradient by count/(B·T·gas·world) (≤ 1, so the
-// gradients are never larger than a plain step's, which keeps fp16's
-// overflow behaviour) together with the loss scale.
-func (r *run) forwardBackwardMasked(lossScale float64) (sum float64, count int64, fwd, bwd time.Duration, err error) {
-	B, T, gas := r.o.Batch.MicroBatch, r.curT, r.o.Batch.GradAccum
-	dloss := float32(lossScale / float64(r.stepPositions()))
-	for mb := range gas {
-		if err := r.batches.Next(r.in, r.tg); err != nil {
-			return 0, 0, fwd, bwd, fmt.Errorf("read batch: %w", err)
-		}
-		in, tg := r.cutBatch(T)
-		n := countTargets(tg)
 		t := time.Now()
 		// A training pass: LoRA's dropout (when on) draws the masks of
 		// this step, micro-batch and rank, the same after a resume.
-		r.m.Train(backend.DropoutSeed(r.o.Seed, r.curStep, mb, r.rank))
-		l, err := r.m.Forward(in, tg, B, T)
-		if err != nil {
-			return 0, 0, fwd, bwd, fmt.Errorf("forward: %w", err)
+		r.m.Train(backend.DropoutSeed(r.o.Seed, n, mb, r.rank))
+		if err := r.forward(in, tg, B, T, &s); err != nil {
+			return s, fwd, bwd, fmt.Errorf("forward: %w", err)
 		}
 		fwd += time.Since(t)
 		t = time.Now()
 		if err := r.m.Backward(dloss); err != nil {
-			return 0, 0, fwd, bwd, fmt.Errorf("backward: %w", err)
+			return s, fwd, bwd, fmt.Errorf("backward: %w", err)
 		}
 		bwd += time.Since(t)
-		sum += float64(l) * float64(n)
-		count += n
 	}
-	return sum, count, fwd, bwd, nil
+	return s, fwd, bwd, nil
 }
 
-// countSplit splits a target count into two float32-exact halves so that
-// their sums over ranks stay exact far beyond float32's 2^24.
-const countSplit = 1 << 16
-
-// reduceMasked sums the ranks' loss sums and target counts and learns the
-// stop flag, in the one all-reduce a plain step also makes. It returns the
-// global mean loss (0 when no target of the step is unmasked, whose
-// gradient is zero) and the global count.
-func (r *run) reduceMasked(ctx context.Context, sum float64, count int64) (float64, int64, bool, error) {
-	stop := 0.0
-	if ctx.Err() != nil {
-		stop = 1
-	}
-	if r.world > 1 {
-		v := []float32{float32(sum), float32(stop), float32(count / countSplit), float32(count % countSplit)}
-		if err := backend.WriteF32(r.be, r.scalars, v); err != nil {
-			return 0, 0, false, err
-		}
-		err := r.eng.Collective(r.cctx, "loss, target count and stop flag", func(ctx context.Context, c comm.Comm) error {
-			return c.AllReduce(ctx, r.scalars, comm.Sum)
-		})
-		if err != nil {
-			return 0, 0, false, err
-		}
-		if v, err = backend.ReadF32(r.be, r.scalars); err != nil {
-			return 0, 0, false, err
-		}
-		sum, stop, count = float64(v[0]), float64(v[1]), int64(v[2])*countSplit+int64(v[3])
-	}
-	if count == 0 {
-		return 0, 0, stop != 0, nil
-	}
-	return sum / float64(count), count, stop != 0, nil
-}
-
-// optimize runs the engine's step with this step's scheduled
-// hyperparameters and advances the loss scaler and the scheduler. An fp16
-// overflow skips the update (reported, not an error); a NaN or Inf
+// optimize runs the optimizer's step (optimizer.step); a NaN or Inf
 // gradient without fp16 stops the run, naming the tensors.
-// gradScale is the factor the gradients carry (lossScale, times the
-// masked-target ratio for masked data), which the engine divides out.
-func (r *run) optimize(lossScale, gradScale float64) (lr, norm float64, overflow bool, err error) {
-	hp := r.opt.Scheduled(r.sch)
-	hp.LR *= r.lrScale()
-	norm, err = r.eng.Step(r.cctx, zero.StepInput{AdamW: hp.Params(r.updates + 1), ClipNorm: r.o.Config.GradientClipping, LossScale: gradScale})
-	overflow = errors.Is(err, zero.ErrNonFiniteGradients)
-	switch {
-	case overflow && r.scaler == nil:
-		return hp.LR, norm, false, fmt.Errorf("%s; lower the learning rate or enable gradient_clipping", r.nonFinite(err, norm))
-	case err != nil && !overflow:
-		return hp.LR, norm, false, err
+func (r *run) optimize(gradScale float64) (lr, norm float64, overflow bool, err error) {
+	lr, norm, overflow, err = r.opt.step(r.cctx, r.eng, gradScale, r.o.Config.GradientClipping, r.lrScale())
+	if !overflow && errors.Is(err, zero.ErrNonFiniteGradients) {
+		return lr, norm, false, fmt.Errorf("%s; lower the learning rate or enable gradient_clipping", r.nonFinite(err, norm))
 	}
-	if r.scaler != nil {
-		// DeepSpeed's dynamic loss scaler: every rank saw the same reduced
-		// gradients, so every rank agrees on the overflow.
-		skipped, err := r.scaler.Update(overflow)
-		if err != nil {
-			return hp.LR, norm, overflow, err
-		}
-		if skipped {
-			r.skipped++
-		}
-	}
-	if !overflow {
-		r.updates++
-		r.sch.Step() // not stepped on fp16 overflow steps, as DeepSpeed
-	}
-	return hp.LR, norm, overflow, nil
+	return lr, norm, overflow, err
 }
 
 // report records step rec.Step: metrics.jsonl, the observer, the
@@ -340,7 +156,7 @@ func (r *run) report(rec *metrics.StepRecord) error {
 		r.afterFirst = time.Now()
 		res.FirstLoss = rec.Loss
 	}
-	res.Steps, res.FinalLoss, res.SkippedSteps = n, rec.Loss, r.skipped
+	res.Steps, res.FinalLoss, res.SkippedSteps = n, rec.Loss, r.opt.skipped
 	print := n%r.o.PrintEvery == 0 || n == r.startStep || n == r.o.MaxSteps
 	if print {
 		mem, err := r.memory()
@@ -349,25 +165,25 @@ func (r *run) report(rec *metrics.StepRecord) error {
 		}
 		rec.Memory = mem
 	}
-	if err := r.writeLog(*rec); err != nil {
+	if err := r.logs.write(*rec); err != nil {
 		return err
 	}
 	if r.o.Observer != nil {
 		r.o.Observer.ObserveStep(*rec, r.be.Memory(), commCounters(r.c.Stats()))
 	}
-	if len(r.monitors) > 0 {
+	if len(r.logs.monitors) > 0 {
 		// DeepSpeed's monitors put samples, not steps, on the x-axis.
 		samples := int64(n) * int64(r.o.Batch.TrainBatchSize)
-		if err := r.monitors.Write(metrics.StepEvents(*rec, samples, r.scaler != nil)); err != nil {
+		if err := r.logs.monitors.Write(metrics.StepEvents(*rec, samples, r.opt.scaler != nil)); err != nil {
 			return fmt.Errorf("monitor: %w", err)
 		}
 	}
-	r.breakdown.Add(rec.ForwardSeconds, rec.BackwardSeconds, rec.CommSeconds, rec.OptimizerSeconds)
+	r.logs.breakdown.Add(rec.ForwardSeconds, rec.BackwardSeconds, rec.CommSeconds, rec.OptimizerSeconds)
 	if print {
-		r.prog.Line(*rec, time.Since(r.start), r.be.Memory().PoolTotal(backend.Device))
+		r.logs.prog.Line(*rec, time.Since(r.start), r.be.Memory().PoolTotal(backend.Device))
 		if r.o.Config.WallClockBreakdown {
-			fmt.Fprintln(r.o.Log, r.breakdown.Line())
-			r.breakdown.Reset()
+			fmt.Fprintln(r.o.Log, r.logs.breakdown.Line())
+			r.logs.breakdown.Reset()
 		}
 	}
 	return nil
@@ -412,18 +228,15 @@ func (r *run) stopAt(ctx context.Context, n int) error {
 func (r *run) finish() error {
 	res, o := r.res, r.o
 	if o.MaxSteps > r.startStep {
-		res.TokensPerSecond = float64(r.tokens-r.tokens0-r.tokensPerStep()) / time.Since(r.afterFirst).Seconds()
-		res.MFU = metrics.MFU(res.TokensPerSecond/float64(r.world), r.flopsPerToken(o.SeqLen), o.PeakFLOPS)
+		first := r.positions(r.seqLenAt(r.startStep))
+		res.TokensPerSecond = float64(r.tokens-r.tokens0-first) / time.Since(r.afterFirst).Seconds()
+		res.MFU = metrics.MFU(res.TokensPerSecond/float64(r.world), r.tr.flopsPerToken(o.SeqLen), o.PeakFLOPS)
 	}
 	res.Memory = r.be.Memory()
 	if o.OutputDir == "" {
 		return nil
 	}
-	save := r.saveWeights
-	if r.base != nil {
-		save = r.saveAdapter
-	}
-	path, err := save()
+	path, err := r.tr.save(true)
 	res.WeightsPath = path
 	return err
 }

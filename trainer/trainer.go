@@ -3,6 +3,8 @@
 // reduction and optimizer step with clipping and the scheduler, evaluation,
 // the metrics log and the progress line (rank 0), and the final weights. It
 // knows interfaces only: cmd/gotrain passes in the Backend and the Comm.
+// What a run trains, the whole model or LoRA adapters on a frozen base, is
+// a trainee (trainee.go); the step is one path for every kind of data.
 package trainer
 
 import (
