@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/attnplan"
 	"github.com/gotrain/gotrain/backend/meta"
 	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/costmodel"
@@ -240,7 +241,7 @@ func TestAttentionCausalChunks(t *testing.T) {
 		be.AttentionBackward(alloc(backend.Device, backend.BF16, B*T*(NH+2*KV)*HD), alloc(backend.Device, backend.BF16, B*T*NH*HD),
 			out, qkv, lse, B, T, NH, KV, HD)
 	})
-	if rows := costmodel.AttentionChunkRows(B, T, NH, HD, 2*4*B*KV*T*HD, costmodel.AttentionBudget); rows != 128 {
+	if rows := attnplan.ChunkRows(B, T, NH, HD, 2*4*B*KV*T*HD, attnplan.Budget); rows != 128 {
 		t.Fatalf("%d rows a chunk, want 128", rows)
 	}
 	full := 2.0 * B * NH * T * T * HD // one product over every (query, key) pair
