@@ -71,7 +71,7 @@ func Decays(shape []int) bool { return len(shape) >= 2 }
 // correction 1−β^step, so skipped fp16 steps do not count). WeightDecay is
 // the config's, for the tensors that take it (Decays; the caller zeroes it
 // for the others) and GradScale is 1 (the caller multiplies in 1/loss_scale
-// and the clip coefficient, see CombinedScale). step < 1 is a caller bug
+// and the clip coefficient, see ClipCoef). step < 1 is a caller bug
 // and panics.
 func (c AdamWConfig) Params(step int) backend.AdamWParams {
 	if step < 1 {
