@@ -8,7 +8,7 @@ import (
 )
 
 // AdamWConfig is DeepSpeed's Adam/AdamW optimizer params (FusedAdam and
-// DeepSpeedCPUAdam share them); DefaultAdamWConfig has their defaults.
+// DeepSpeedCPUAdam share them); package config fills in their defaults.
 type AdamWConfig struct {
 	LR           float64 // lr, e.g. 1e-3; the base a scheduler may replace or scale
 	Beta1, Beta2 float64 // betas, e.g. 0.9, 0.999
@@ -20,12 +20,6 @@ type AdamWConfig struct {
 	// decoupled form, so Validate accepts false only when WeightDecay is 0,
 	// where the two coincide.
 	AdamWMode bool
-}
-
-// DefaultAdamWConfig: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0,
-// adam_w_mode true.
-func DefaultAdamWConfig() AdamWConfig {
-	return AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0, AdamWMode: true}
 }
 
 // ErrAdamL2 reports adam_w_mode false with a nonzero weight decay.

@@ -5,7 +5,8 @@
 //
 // Everything here is host-side float64 scalar math on a handful of numbers
 // per step; nothing touches a Buffer. The trainer maps its config onto the
-// typed parameter structs (this package does not read DeepSpeed JSON).
+// typed parameter structs (this package does not read DeepSpeed JSON; package
+// config holds its defaults).
 //
 // One optimizer step k (k = 1, 2, …) of a trainer looks like:
 //

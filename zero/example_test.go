@@ -34,8 +34,7 @@ func ExampleEngine() {
 	}
 	defer m.Free()
 
-	adam := optim.DefaultAdamWConfig()
-	adam.LR = 0.05
+	adam := optim.AdamWConfig{LR: 0.05, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, AdamWMode: true}
 	inputs := []int32{1, 2, 3, 4, 5, 6, 7, 8}
 	targets := []int32{2, 3, 4, 5, 6, 7, 8, 9}
 	for step := 1; step <= 30; step++ {
