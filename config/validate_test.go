@@ -190,6 +190,16 @@ func TestSchedulerDefaults(t *testing.T) {
 	if p.CycleFirstStepSize != 2000 || p.CycleSecondStepSize.Set || !p.CycleMomentum || p.CycleMinMom != 0.8 || p.CycleMaxMom != 0.9 || p.DecayStepSize != 0 {
 		t.Errorf("OneCycle params = %+v", p)
 	}
+	// WarmupLR: warmup_min_lr 0, warmup_max_lr 0.001, warmup_num_steps 1000, log; LRRangeTest: min lr 1e-3, step
+	// size 2000, step rate 1, no staircase.
+	c = mustParse(t, `{"train_micro_batch_size_per_gpu": 1, "scheduler": {"type": "WarmupLR"}}`, Overrides{})
+	if p = c.Scheduler.Params; p.WarmupMinLR != 0 || p.WarmupMaxLR != 0.001 || p.WarmupNumSteps != 1000 || p.WarmupType != "log" {
+		t.Errorf("WarmupLR params = %+v", p)
+	}
+	c = mustParse(t, `{"train_micro_batch_size_per_gpu": 1, "scheduler": {"type": "LRRangeTest"}}`, Overrides{})
+	if p = c.Scheduler.Params; p.LRRangeTestMinLR != 1e-3 || p.LRRangeTestStepSize != 2000 || p.LRRangeTestStepRate != 1 || p.LRRangeTestStaircase {
+		t.Errorf("LRRangeTest params = %+v", p)
+	}
 	// Missing total_num_steps is filled from the run length when it is known, with a warning.
 	c = mustParse(t, `{"train_micro_batch_size_per_gpu": 1, "scheduler": {"type": "WarmupDecayLR"}}`, Overrides{TotalSteps: Some(321)})
 	if c.Scheduler.Params.TotalNumSteps != 321 || warnAt(c.Warnings, "scheduler.params.total_num_steps") == nil {

@@ -1,6 +1,9 @@
 package costmodel
 
-import "github.com/gotrain/gotrain/backend"
+import (
+	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/attnplan"
+)
 
 // Attention on backend/cuda (attention.go there) runs cuBLAS strided-batched
 // GEMMs over chunks of query rows with kernels between them: forward per
@@ -13,49 +16,13 @@ import "github.com/gotrain/gotrain/backend"
 // The strided batch spans the larger of B and KV, so each GEMM is
 // min(B, KV) calls.
 
-// AttentionBudget is backend/cuda's default attention workspace budget,
-// in bytes.
-const AttentionBudget = 512 << 20
-
-// attMaxRows is backend/cuda's cap on a chunk's query rows.
-const attMaxRows = 128
-
-// AttentionChunkRows is backend/cuda's AttentionChunkRows (the query rows
-// of a chunk for a workspace budget with fixed bytes set aside), which a
-// test there checks this copy against: the cost model cannot import a cgo
-// package.
-func AttentionChunkRows(B, T, NH, HD, fixed, budget int) int {
-	if T <= 0 || B <= 0 || NH <= 0 {
-		return max(T, 0)
-	}
-	limit := 1 << 12
-	for limit*2 <= budget {
-		limit *= 2
-	}
-	rows := min(T, attMaxRows)
-	perRow := B * NH * (12*attLD(T) + 12*HD + 4)
-	if fit := (limit - fixed - 10*256) / perRow; fit < rows {
-		rows = max(1, fit)
-	}
-	if rows < T && rows > 16 {
-		rows -= rows % 16
-	}
-	return rows
-}
-
-func attLD(cols int) int { return (cols + 7) &^ 7 }
-
-// plan is backend/cuda's attPlan: the rows per chunk, and whether dK and
-// dV accumulate in fp32 (bytes set aside from the budget) rather than in
-// dqkv, of dtype dqDT (forward plans with qkv's dtype, as the backend
-// does, so both directions share one workspace).
+// plan sets the rows per chunk as backend/cuda plans them (package
+// attnplan) and reports whether dK and dV accumulate in fp32 rather than in
+// dqkv, of dtype dqDT (forward plans with qkv's dtype, as the backend does).
 func (a *attShape) plan(dqDT backend.DType) (acc bool) {
-	a.rows = AttentionChunkRows(a.B, a.T, a.NH, a.HD, 0, AttentionBudget)
-	if dqDT == backend.F32 || (a.rows >= a.T && a.resultType(dqDT) == dqDT) {
-		return false
-	}
-	a.rows = AttentionChunkRows(a.B, a.T, a.NH, a.HD, 2*4*a.B*a.KV*a.T*a.HD, AttentionBudget)
-	return true
+	p := attnplan.New(a.B, a.T, a.NH, a.KV, a.HD, dqDT, a.gdt, attnplan.Budget)
+	a.rows = p.Rows
+	return p.AccBytes > 0
 }
 
 // attShape is one traced attention call as the CUDA backend plans it.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/attnplan"
 	"github.com/gotrain/gotrain/backend/meta"
 	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/costmodel"
@@ -240,7 +241,7 @@ func TestAttentionCausalChunks(t *testing.T) {
 		be.AttentionBackward(alloc(backend.Device, backend.BF16, B*T*(NH+2*KV)*HD), alloc(backend.Device, backend.BF16, B*T*NH*HD),
 			out, qkv, lse, B, T, NH, KV, HD)
 	})
-	if rows := costmodel.AttentionChunkRows(B, T, NH, HD, 2*4*B*KV*T*HD, costmodel.AttentionBudget); rows != 128 {
+	if rows := attnplan.ChunkRows(B, T, NH, HD, 2*4*B*KV*T*HD, attnplan.Budget); rows != 128 {
 		t.Fatalf("%d rows a chunk, want 128", rows)
 	}
 	full := 2.0 * B * NH * T * T * HD // one product over every (query, key) pair
@@ -347,5 +348,38 @@ func TestDecoderOpsArePriced(t *testing.T) {
 				t.Errorf("%s: %s on %s", c.Op, p.Name, p.Unit)
 			}
 		}
+	}
+}
+
+// DeviceGPU finds the dense bf16 peak MFU is reported against from the
+// driver's device name, the most specific entry winning (an H100 PCIe is
+// not an SXM part, an A10G not an A10); GPUs and --gpu keep to the four the
+// cost model prices.
+func TestDeviceGPU(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		bf16 float64 // 0: unknown
+	}{
+		{"NVIDIA H200", 989e12}, {"NVIDIA H100 PCIe", 756e12}, {"NVIDIA H100 80GB HBM3", 989e12},
+		{"NVIDIA H800", 989e12}, {"NVIDIA GH200 480GB", 989e12}, {"NVIDIA A100-SXM4-80GB", 312e12},
+		{"NVIDIA A800 80GB PCIe", 312e12}, {"NVIDIA A10G", 70e12}, {"NVIDIA A10", 125e12},
+		{"NVIDIA L40S", 362e12}, {"NVIDIA L40", 181e12}, {"NVIDIA L4", 121e12},
+		{"NVIDIA GeForce RTX 4090", 165e12}, {"NVIDIA GeForce RTX 3090", 71e12}, {"NVIDIA RTX A6000", 155e12},
+		{"Tesla V100-SXM2-16GB", 0}, {"", 0},
+	} {
+		g, ok := costmodel.DeviceGPU(c.name)
+		if ok != (c.bf16 > 0) || g.BF16 != c.bf16 {
+			t.Errorf("%q: %+v %v, want bf16 peak %g", c.name, g, ok, c.bf16)
+		}
+	}
+	var keys []string
+	for _, g := range costmodel.GPUs() {
+		keys = append(keys, g.Key)
+		if g.BF16 <= 0 || g.FP32 <= 0 || g.Memory <= 0 || g.PCIe <= 0 {
+			t.Errorf("%s: the cost model needs every peak: %+v", g.Key, g)
+		}
+	}
+	if got := strings.Join(keys, ","); got != "h100,h200,a100,l40" {
+		t.Errorf("priced GPUs %s, want h100,h200,a100,l40", got)
 	}
 }

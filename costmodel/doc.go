@@ -23,7 +23,12 @@
 // their arguments and are flagged, so a new model family's ops are priced
 // (as memory-bound kernels) before anyone writes their formula.
 //
-// It is a package of its own because it imports only backend and
-// backend/meta, so the gotrain command (bench --dry-run) and tests use it
-// without cgo, and neither trainer nor backend/cuda grows a dependency.
+// It also holds gotrain's one table of GPU peaks: the priced GPUs by key,
+// and by the driver's device name the dense bf16 peak that MFU is reported
+// against (DeviceGPU).
+//
+// It is a package of its own because it imports only backend,
+// backend/attnplan and backend/meta, all pure Go, so the gotrain command
+// (bench --dry-run) and tests use it without cgo, and neither trainer nor
+// backend/cuda grows a dependency.
 package costmodel

@@ -1,12 +1,7 @@
 package data
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -204,67 +199,4 @@ func normalizeExts(exts []string) []string {
 		out = append(out, e)
 	}
 	return out
-}
-
-// jsonlReader yields the documents of a JSONL stream.
-type jsonlReader struct {
-	name    string // for errors: name:line
-	field   string
-	skipBad bool
-	skipped int64 // bad lines skipped when skipBad
-}
-
-// read calls emit for each document with its 1-based line number and the
-// line's size in bytes (newline included). Blank lines are not documents.
-// A bad line is an error naming name:line, or is counted and skipped.
-func (j *jsonlReader) read(r io.Reader, emit func(line int, text string, n int64) error) error {
-	br := bufio.NewReaderSize(r, 1<<16)
-	for line := 1; ; line++ {
-		raw, err := br.ReadBytes('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("read %s:%d: %w", j.name, line, err)
-		}
-		if len(raw) == 0 && errors.Is(err, io.EOF) {
-			return nil
-		}
-		n := int64(len(raw))
-		body := raw
-		if line == 1 {
-			body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
-		}
-		body = bytes.TrimSpace(body)
-		if len(body) > 0 {
-			text, perr := j.parse(body)
-			if perr != nil {
-				if !j.skipBad {
-					return fmt.Errorf("%s:%d: %w", j.name, line, perr)
-				}
-				j.skipped++
-			} else if eerr := emit(line, text, n); eerr != nil {
-				return eerr
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-	}
-}
-
-func (j *jsonlReader) parse(body []byte) (string, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return "", fmt.Errorf("bad JSON: %w", err)
-	}
-	if obj == nil {
-		return "", fmt.Errorf("bad JSON: want an object with a %q field, got null", j.field)
-	}
-	raw, ok := obj[j.field]
-	if !ok {
-		return "", fmt.Errorf("no %q field in this line (choose another field with --text-field)", j.field)
-	}
-	var text string
-	if err := json.Unmarshal(raw, &text); err != nil {
-		return "", fmt.Errorf("field %q is not a string", j.field)
-	}
-	return text, nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // AdamWConfig is DeepSpeed's Adam/AdamW optimizer params (FusedAdam and
-// DeepSpeedCPUAdam share them); DefaultAdamWConfig has their defaults.
+// DeepSpeedCPUAdam share them); package config fills in their defaults.
 type AdamWConfig struct {
 	LR           float64 // lr, e.g. 1e-3; the base a scheduler may replace or scale
 	Beta1, Beta2 float64 // betas, e.g. 0.9, 0.999
@@ -20,12 +20,6 @@ type AdamWConfig struct {
 	// decoupled form, so Validate accepts false only when WeightDecay is 0,
 	// where the two coincide.
 	AdamWMode bool
-}
-
-// DefaultAdamWConfig: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0,
-// adam_w_mode true.
-func DefaultAdamWConfig() AdamWConfig {
-	return AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0, AdamWMode: true}
 }
 
 // ErrAdamL2 reports adam_w_mode false with a nonzero weight decay.
@@ -71,7 +65,7 @@ func Decays(shape []int) bool { return len(shape) >= 2 }
 // correction 1−β^step, so skipped fp16 steps do not count). WeightDecay is
 // the config's, for the tensors that take it (Decays; the caller zeroes it
 // for the others) and GradScale is 1 (the caller multiplies in 1/loss_scale
-// and the clip coefficient, see CombinedScale). step < 1 is a caller bug
+// and the clip coefficient, see ClipCoef). step < 1 is a caller bug
 // and panics.
 func (c AdamWConfig) Params(step int) backend.AdamWParams {
 	if step < 1 {

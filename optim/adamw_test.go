@@ -7,18 +7,14 @@ import (
 	"github.com/gotrain/gotrain/backend"
 )
 
-func TestAdamWDefaults(t *testing.T) {
-	want := AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0, AdamWMode: true}
-	if got := DefaultAdamWConfig(); got != want {
-		t.Errorf("defaults %+v, want FusedAdam's %+v", got, want)
-	}
-	if err := want.Validate(); err != nil {
-		t.Errorf("defaults invalid: %v", err)
-	}
+// fusedAdam is FusedAdam's defaults (lr 1e-3, betas (0.9, 0.999), eps
+// 1e-8, weight_decay 0, adam_w_mode true), the base the tests vary.
+func fusedAdam() AdamWConfig {
+	return AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, AdamWMode: true}
 }
 
 func TestAdamWValidate(t *testing.T) {
-	ok := DefaultAdamWConfig()
+	ok := fusedAdam()
 	ok.WeightDecay = 0.1
 	if err := ok.Validate(); err != nil {
 		t.Errorf("AdamW with weight decay: %v", err)
@@ -39,7 +35,7 @@ func TestAdamWValidate(t *testing.T) {
 		"eps < 0":   func(c *AdamWConfig) { c.Eps = -1e-8 },
 		"wd < 0":    func(c *AdamWConfig) { c.WeightDecay = -0.1 },
 	} {
-		c := DefaultAdamWConfig()
+		c := fusedAdam()
 		mut(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s accepted", name)
@@ -81,7 +77,7 @@ func TestParams(t *testing.T) {
 }
 
 func TestScheduled(t *testing.T) {
-	cfg := DefaultAdamWConfig()
+	cfg := fusedAdam()
 	cfg.LR = 6e-4
 	cos, _ := NewWarmupCosineLR(WarmupCosineLRParams{TotalNumSteps: 10, WarmupNumSteps: 2, WarmupType: WarmupLinear})
 	cos.Step()
@@ -89,7 +85,7 @@ func TestScheduled(t *testing.T) {
 	if got := cfg.Scheduled(cos); got.LR != 3e-4 || got.Beta1 != 0.9 || got.Beta2 != 0.999 {
 		t.Errorf("WarmupCosineLR: %+v, want lr 3e-4 and the config's betas", got)
 	}
-	oc, _ := NewOneCycle(DefaultOneCycleParams(1e-4, 1e-3))
+	oc, _ := NewOneCycle(oneCycle(1e-4, 1e-3))
 	if got := cfg.Scheduled(oc); got.LR != 1e-4 || got.Beta1 != 0.8 || got.Beta2 != 0.99 {
 		t.Errorf("OneCycle at start: %+v, want lr 1e-4 and betas (0.8, 0.99)", got)
 	}

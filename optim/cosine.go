@@ -14,14 +14,6 @@ type WarmupCosineLRParams struct {
 	WarmupType     string  // warmup_type: "log" (also "") or "linear"
 }
 
-// DefaultWarmupCosineLRParams: warmup_min_ratio 0, 1000 warmup steps,
-// cos_min_ratio 0.0001, log warmup, and T = totalNumSteps (DeepSpeed has no
-// default for it).
-func DefaultWarmupCosineLRParams(totalNumSteps int) WarmupCosineLRParams {
-	return WarmupCosineLRParams{TotalNumSteps: totalNumSteps, WarmupMinRatio: 0, WarmupNumSteps: 1000,
-		CosMinRatio: 0.0001, WarmupType: WarmupLog}
-}
-
 // WarmupCosineLR scales the optimizer's lr by a ratio r(t):
 //
 //	t < W:  r = wmin + (1−wmin)·γ(t)                    (γ as WarmupLR's)

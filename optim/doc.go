@@ -5,7 +5,8 @@
 //
 // Everything here is host-side float64 scalar math on a handful of numbers
 // per step; nothing touches a Buffer. The trainer maps its config onto the
-// typed parameter structs (this package does not read DeepSpeed JSON).
+// typed parameter structs (this package does not read DeepSpeed JSON; package
+// config holds its defaults).
 //
 // One optimizer step k (k = 1, 2, …) of a trainer looks like:
 //
@@ -13,7 +14,7 @@
 //	skipped, err := scaler.Update(overflow)  // stop the run on err
 //	if !skipped {
 //		p := adam.Scheduled(sched).Params(k)   // lr (and OneCycle betas) for step k
-//		p.GradScale = float32(1 / optim.CombinedScale(norm, scale, clip))
+//		p.GradScale = float32(optim.ClipCoef(norm, clip) / scale)
 //		if !optim.Decays(shape) {
 //			p.WeightDecay = 0
 //		}
@@ -22,7 +23,7 @@
 //	}
 //
 // where k counts successful updates (it drives the bias correction) and norm is
-// the global L2 norm of the still-scaled gradients (GlobalNorm). Without fp16
+// the global L2 norm of the gradients divided by the scale. Without fp16
 // there is no scaler: the scale is 1 and no step is skipped.
 //
 // Types here are plain values or single-owner state machines: none is safe

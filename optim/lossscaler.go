@@ -6,7 +6,7 @@ import (
 )
 
 // LossScalerConfig is DeepSpeed's fp16 block as far as loss scaling goes;
-// DefaultLossScalerConfig has its defaults.
+// package config fills in its defaults.
 //
 // DeepSpeed quirk not reproduced: on its ZeRO path, an fp16 block with none
 // of the dynamic-scaling keys makes DeepSpeed fall back to the scaler class
@@ -19,12 +19,6 @@ type LossScalerConfig struct {
 	Hysteresis            int     // hysteresis: overflows halve the scale only from the n-th since the last refill, e.g. 2
 	ConsecutiveHysteresis bool    // consecutive_hysteresis: refill hysteresis on every clean step
 	MinLossScale          float64 // min_loss_scale, e.g. 1
-}
-
-// DefaultLossScalerConfig: dynamic, 2^16, window 1000, hysteresis 2,
-// consecutive_hysteresis false, minimum 1.
-func DefaultLossScalerConfig() LossScalerConfig {
-	return LossScalerConfig{LossScale: 0, InitialScalePower: 16, LossScaleWindow: 1000, Hysteresis: 2, MinLossScale: 1}
 }
 
 // lossScaleFactor is DeepSpeed's scale_factor: halve on overflow, double

@@ -84,7 +84,7 @@ func TestLossScalerHysteresisOne(t *testing.T) {
 }
 
 func TestLossScalerDefaultsDoubleAfterWindow(t *testing.T) {
-	s, err := NewLossScaler(DefaultLossScalerConfig(), 0, nil)
+	s, err := NewLossScaler(documentedScaler(), 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,10 +191,16 @@ func TestLossScalerConfigErrors(t *testing.T) {
 		"power 127":       func(c *LossScalerConfig) { c.InitialScalePower = 127 },
 		"static negative": func(c *LossScalerConfig) { c.LossScale = -2 },
 	} {
-		cfg := DefaultLossScalerConfig()
+		cfg := documentedScaler()
 		mut(&cfg)
 		if _, err := NewLossScaler(cfg, 0, nil); err == nil {
 			t.Errorf("%s accepted", name)
 		}
 	}
+}
+
+// documentedScaler is DeepSpeed's documented fp16 defaults: dynamic from
+// 2^16, window 1000, hysteresis 2, minimum 1.
+func documentedScaler() LossScalerConfig {
+	return LossScalerConfig{InitialScalePower: 16, LossScaleWindow: 1000, Hysteresis: 2, MinLossScale: 1}
 }

@@ -13,11 +13,6 @@ type LRRangeTestParams struct {
 	Staircase bool    // lr_range_test_staircase, e.g. false
 }
 
-// DefaultLRRangeTestParams has DeepSpeed's defaults.
-func DefaultLRRangeTestParams() LRRangeTestParams {
-	return LRRangeTestParams{MinLR: 1e-3, StepSize: 2000, StepRate: 1.0}
-}
-
 // LRRangeTest grows the rate without bound to find where training diverges:
 //
 //	lr = min_lr·(1 + step_rate·k),  k = (t+1)/step_size, floored if staircase

@@ -21,12 +21,6 @@ type OneCycleParams struct {
 	DecayMomRate        float64 // decay_mom_rate, e.g. 0 (no decay)
 }
 
-// DefaultOneCycleParams has DeepSpeed's defaults and the two required rates.
-func DefaultOneCycleParams(cycleMinLR, cycleMaxLR float64) OneCycleParams {
-	return OneCycleParams{CycleMinLR: cycleMinLR, CycleMaxLR: cycleMaxLR, CycleFirstStepSize: 2000,
-		CycleMomentum: true, CycleMinMom: 0.8, CycleMaxMom: 0.9}
-}
-
 // oneCycleBeta2 is the beta2 DeepSpeed's OneCycle pairs with every momentum.
 const oneCycleBeta2 = 0.99
 

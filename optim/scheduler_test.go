@@ -398,8 +398,8 @@ func TestTimingRule(t *testing.T) {
 	}
 
 	// Without skips, step k sees the value at t = k−2 for every scheduler.
-	oc, _ := NewOneCycle(DefaultOneCycleParams(1e-4, 1e-3))
-	ocp := DefaultOneCycleParams(1e-4, 1e-3)
+	oc, _ := NewOneCycle(oneCycle(1e-4, 1e-3))
+	ocp := oneCycle(1e-4, 1e-3)
 	for k := 1; k <= 50; k++ {
 		want, wantMom := 1e-4, 0.8
 		if k >= 2 {
@@ -428,7 +428,7 @@ func TestSchedulerStateRoundTrip(t *testing.T) {
 			return s
 		},
 		"OneCycle": func() Scheduler {
-			p := DefaultOneCycleParams(1e-4, 1e-3)
+			p := oneCycle(1e-4, 1e-3)
 			p.CycleFirstStepSize, p.DecayStepSize, p.DecayLRRate = 4, 2, 0.3
 			s, _ := NewOneCycle(p)
 			return s
@@ -488,10 +488,10 @@ func TestSchedulerParamErrors(t *testing.T) {
 	if _, err := NewWarmupLR(WarmupLRParams{WarmupNumSteps: 10, WarmupType: "cosine"}); err == nil {
 		t.Error("unknown warmup_type accepted")
 	}
-	if _, err := NewWarmupDecayLR(WarmupDecayLRParams{WarmupLRParams: DefaultWarmupLRParams()}); err == nil {
+	if _, err := NewWarmupDecayLR(WarmupDecayLRParams{WarmupLRParams: WarmupLRParams{WarmupMaxLR: 0.001, WarmupNumSteps: 1000}}); err == nil {
 		t.Error("WarmupDecayLR without total_num_steps accepted")
 	}
-	if _, err := NewWarmupCosineLR(DefaultWarmupCosineLRParams(1000)); err == nil {
+	if _, err := NewWarmupCosineLR(WarmupCosineLRParams{TotalNumSteps: 1000, WarmupNumSteps: 1000}); err == nil {
 		t.Error("WarmupCosineLR with T = W accepted")
 	}
 	if _, err := NewWarmupCosineLR(WarmupCosineLRParams{TotalNumSteps: 2, WarmupNumSteps: 0}); err == nil {
@@ -500,7 +500,7 @@ func TestSchedulerParamErrors(t *testing.T) {
 	if _, err := NewWarmupCosineLR(WarmupCosineLRParams{TotalNumSteps: 10, WarmupNumSteps: 5, WarmupType: "exp"}); err == nil {
 		t.Error("WarmupCosineLR with unknown warmup_type accepted")
 	}
-	p := DefaultOneCycleParams(1e-4, 1e-3)
+	p := oneCycle(1e-4, 1e-3)
 	p.CycleFirstStepSize = 0
 	if _, err := NewOneCycle(p); err == nil {
 		t.Error("OneCycle with cycle_first_step_size 0 accepted")
@@ -510,19 +510,9 @@ func TestSchedulerParamErrors(t *testing.T) {
 	}
 }
 
-func TestSchedulerDefaults(t *testing.T) {
-	if got := DefaultWarmupLRParams(); got != (WarmupLRParams{0, 0.001, 1000, "log"}) {
-		t.Errorf("WarmupLR defaults %+v", got)
-	}
-	if got := DefaultWarmupCosineLRParams(5000); got != (WarmupCosineLRParams{5000, 0, 1000, 0.0001, "log"}) {
-		t.Errorf("WarmupCosineLR defaults %+v", got)
-	}
-	want := OneCycleParams{CycleMinLR: 1, CycleMaxLR: 2, CycleFirstStepSize: 2000, CycleMomentum: true,
+// oneCycle is OneCycle with DeepSpeed's defaults (first step size 2000,
+// cycle_momentum between 0.8 and 0.9, no decay) and the two required rates.
+func oneCycle(minLR, maxLR float64) OneCycleParams {
+	return OneCycleParams{CycleMinLR: minLR, CycleMaxLR: maxLR, CycleFirstStepSize: 2000, CycleMomentum: true,
 		CycleMinMom: 0.8, CycleMaxMom: 0.9}
-	if got := DefaultOneCycleParams(1, 2); got != want {
-		t.Errorf("OneCycle defaults %+v", got)
-	}
-	if got := DefaultLRRangeTestParams(); got != (LRRangeTestParams{1e-3, 2000, 1.0, false}) {
-		t.Errorf("LRRangeTest defaults %+v", got)
-	}
 }

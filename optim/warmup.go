@@ -42,18 +42,12 @@ func (c warmupCurve) gamma(t int) float64 {
 	return math.Log(float64(t+1)) / math.Log(float64(c.steps))
 }
 
-// WarmupLRParams mirror DeepSpeed's WarmupLR params; DefaultWarmupLRParams
-// has DeepSpeed's defaults.
+// WarmupLRParams mirror DeepSpeed's WarmupLR params.
 type WarmupLRParams struct {
 	WarmupMinLR    float64 // warmup_min_lr, e.g. 0
 	WarmupMaxLR    float64 // warmup_max_lr, e.g. 0.001
 	WarmupNumSteps int     // warmup_num_steps W; values below 2 act as 2
 	WarmupType     string  // warmup_type: "log" (also "") or "linear"
-}
-
-// DefaultWarmupLRParams: min 0, max 0.001, 1000 steps, log warmup.
-func DefaultWarmupLRParams() WarmupLRParams {
-	return WarmupLRParams{WarmupMinLR: 0, WarmupMaxLR: 0.001, WarmupNumSteps: 1000, WarmupType: WarmupLog}
 }
 
 // WarmupLR rises from warmup_min_lr to warmup_max_lr over W steps and stays:
@@ -95,12 +89,6 @@ func (s *WarmupLR) Momentum() (beta1, beta2 float64, ok bool) { return 0, 0, fal
 type WarmupDecayLRParams struct {
 	WarmupLRParams
 	TotalNumSteps int // total_num_steps T, required, ≥ 1
-}
-
-// DefaultWarmupDecayLRParams has WarmupLR's defaults and T = totalNumSteps
-// (DeepSpeed has no default for it).
-func DefaultWarmupDecayLRParams(totalNumSteps int) WarmupDecayLRParams {
-	return WarmupDecayLRParams{WarmupLRParams: DefaultWarmupLRParams(), TotalNumSteps: totalNumSteps}
 }
 
 // WarmupDecayLR warms up like WarmupLR, then decays linearly to 0 at t = T:

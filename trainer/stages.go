@@ -19,6 +19,7 @@ import (
 	"github.com/gotrain/gotrain/checkpoint"
 	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/data"
+	"github.com/gotrain/gotrain/internal/didyoumean"
 	"github.com/gotrain/gotrain/model"
 )
 
@@ -185,38 +186,13 @@ func stageKeyHelp(k string) string {
 	return ""
 }
 
-// closest suggests the key k was probably meant to be.
+// closest suggests the key k was probably meant to be, as config keys and
+// flags are suggested.
 func closest(k string, keys []string) string {
-	best, bestD := "", 3
-	for _, c := range keys {
-		if d := levenshtein(strings.ToLower(k), c); d < bestD {
-			best, bestD = c, d
-		}
+	if c := didyoumean.Suggest(k, keys); c != "" {
+		return fmt.Sprintf(" (did you mean %q?)", c)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // strictJSON decodes one JSON value with nothing after it.

@@ -36,6 +36,7 @@ func TestParseStagesErrors(t *testing.T) {
 		{`{"stage": []}`, `unknown key "stage"`},
 		{`{"stages": []}`, "non-empty list"},
 		{`{"stages": [{` + d + `, "steps": 1}, {"name": "b", ` + d + `, "setps": 1}]}`, `stage 2 ("b"): unknown key "setps" (did you mean "steps"?)`},
+		{`{"stages": [{"data": ["x.bin"], "seq_length": 8, "steps": 1}]}`, `unknown key "seq_length" (did you mean "seq_len"?)`},
 		{`{"stages": [{"seq_len": 8, "steps": 1}]}`, `stage 1: "data" is missing`},
 		{`{"stages": [{"data": [], "seq_len": 8, "steps": 1}]}`, `stage 1: "data": is empty`},
 		{`{"stages": [{"data": "x.bin", "seq_len": 8, "steps": 1}]}`, `stage 1: "data": json`},

@@ -36,8 +36,7 @@ func soloTrain(t *testing.T, o zero.Options, steps int) ([]float32, []float32, i
 		t.Fatal(err)
 	}
 	defer m.Free()
-	adam := optim.DefaultAdamWConfig()
-	adam.LR = 1e-2
+	adam := optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, AdamWMode: true}
 	rng := rand.New(rand.NewPCG(5, 6))
 	const B, T = 2, 8
 	var losses []float32

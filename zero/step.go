@@ -9,11 +9,8 @@ import (
 
 	"github.com/gotrain/gotrain/backend"
 	"github.com/gotrain/gotrain/comm"
+	"github.com/gotrain/gotrain/optim"
 )
-
-// clipEps keeps the clip coefficient finite for a zero norm (PyTorch's and
-// DeepSpeed's 1e-6).
-const clipEps = 1e-6
 
 // ErrNonFiniteGradients is returned (wrapped) by Step when the reduced
 // gradients hold a NaN or an infinity. The step is skipped on every rank
@@ -125,10 +122,7 @@ func (e *Engine) Step(ctx context.Context, in StepInput) (float64, error) {
 		e.zeroGrads()
 		return norm, &NonFiniteError{Norm: norm, Rank: e.rank, Tensors: bad}
 	}
-	coef := 1.0
-	if in.ClipNorm > 0 {
-		coef = math.Min(1, in.ClipNorm/(norm+clipEps))
-	}
+	coef := optim.ClipCoef(norm, in.ClipNorm)
 	var hp [2]backend.AdamWParams // without and with weight decay
 	hp[1] = in.AdamW
 	hp[1].GradScale = float32(coef / scale)

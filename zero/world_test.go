@@ -135,8 +135,7 @@ type run struct {
 }
 
 func testRun(cfg model.Config, world, steps int) run {
-	adam := optim.DefaultAdamWConfig()
-	adam.LR, adam.WeightDecay = 1e-2, 0.1
+	adam := optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, AdamWMode: true}
 	return run{cfg: cfg, B: 2, T: 8, gas: 2, steps: steps, seed: 7, adam: adam, clip: 1.0, world: world, globalRows: world * 2}
 }
 

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/attnplan"
 	"github.com/gotrain/gotrain/cublas"
 	cu "github.com/gotrain/gotrain/cuda"
 	"github.com/gotrain/gotrain/kernels"
@@ -42,84 +43,19 @@ import (
 // and query gradient are written in place. A strided batch spans one of
 // (batch row, key/value head): the GEMMs loop over the smaller count.
 //
-// Workspace: the chunk's rows are the most that fit attentionBudget with
-// the per-row cost of backward's worst case (fp32 S and dP, 16-bit P and
-// dS, three row-of-HD buffers, D), at most attMaxRows, so the workspace is
-// bounded whatever T is (given room for one row). dK and dV accumulate
-// over chunks in fp32: in dqkv itself when it is fp32, otherwise (a bf16
-// dqkv over several chunks, or an fp16 one, which cuBLAS cannot write) in
-// fp32 accumulators of B·KV·T·HD each, set aside from the budget first,
-// as FlashAttention-2 keeps dQ. Forward plans as backward does, so the
+// Workspace: package attnplan chooses the chunk's rows, the most that fit
+// the budget at the per-row cost of backward's worst case, so the
+// workspace is bounded whatever T is (given room for one row). dK and dV
+// accumulate over chunks in fp32: in dqkv itself when it is fp32,
+// otherwise (a bf16 dqkv over several chunks, or an fp16 one, which cuBLAS
+// cannot write) in fp32 accumulators of B·KV·T·HD each, set aside from the
+// budget first, as FlashAttention-2 keeps dQ. Forward plans as backward does, so the
 // two borrow one scratch block of the same size. Activations cuBLAS cannot
 // take as they are (fp16, or a mix of bf16 and fp32) are widened to fp32
 // whole, as the matmul does: that scratch is not part of the budget.
 
 // attentionBudget is the default workspace budget of one attention call.
-const attentionBudget = 512 << 20
-
-// attMaxRows caps a chunk's query rows: the causal skip saves half of the
-// product only when a sequence has several chunks (T/attMaxRows of them;
-// 1024 tokens in 8 chunks compute 56% of the full T×T scores).
-const attMaxRows = 128
-
-// AttentionChunkRows is the query rows per chunk of an attention call with
-// budget bytes of workspace, fixed of them set aside (backward's fp32
-// dK/dV accumulators): at most attMaxRows and T, as many as fit the
-// budget at the worst case's cost per row, a multiple of 16 below T (a
-// tensor-core tile), and at least 1 (then the workspace exceeds a budget
-// too small for one row). The budget is rounded down to a power of two
-// because the scratch allocator rounds requests up to one. The cost model
-// (package costmodel) mirrors this function; a test checks they agree.
-func AttentionChunkRows(B, T, NH, HD, fixed, budget int) int {
-	if T <= 0 || B <= 0 || NH <= 0 {
-		return max(T, 0)
-	}
-	limit := 1 << 12
-	for limit*2 <= budget {
-		limit *= 2
-	}
-	rows := min(T, attMaxRows)
-	if fit := (limit - fixed - attSlack) / attRowBytes(B, T, NH, HD); fit < rows {
-		rows = max(1, fit)
-	}
-	if rows < T && rows > 16 {
-		rows -= rows % 16
-	}
-	return rows
-}
-
-// attRowBytes bounds the workspace one query row of a chunk needs, over
-// forward and backward and every dtype: per query head, a score row of
-// fp32 S and dP and 16-bit P and dS (12 bytes a column, T columns at
-// most), three rows of HD at up to 4 bytes (gathered Q and dO, the output
-// or dQ before it is scattered) and D.
-func attRowBytes(B, T, NH, HD int) int { return B * NH * (12*attLD(T) + 12*HD + 4) }
-
-// attSlack covers the alignment of the workspace's buffers.
-const attSlack = 10 * attAlign
-
-// attAlign is the alignment of each buffer in the workspace, in bytes.
-const attAlign = 256
-
-// attLD is a score row's stride for cols columns: a multiple of 8, so
-// 16-bit rows start on 16 bytes.
-func attLD(cols int) int { return (cols + 7) &^ 7 }
-
-// attPlan is an attention call's chunking: query rows per chunk and the
-// bytes of fp32 dK, dV accumulators set aside (0: dK and dV go straight
-// into dqkv, which they do when it is fp32, or when one chunk writes them
-// whole in a dtype cuBLAS writes). dqDT is dqkv's dtype; forward passes
-// qkv's, which training's dqkv shares, so both directions of a layer plan
-// alike and request the same workspace (attWorkspace), one scratch block
-// for both.
-func attPlan(B, T, NH, KV, HD int, dqDT, gdt kernels.DType, budget int) (rows, accBytes int) {
-	rows = AttentionChunkRows(B, T, NH, HD, 0, budget)
-	if dqDT == kernels.F32 || (rows >= T && resultType(dqDT, gdt) == dqDT) {
-		return rows, 0
-	}
-	accBytes = 2 * 4 * B * KV * T * HD
-	return AttentionChunkRows(B, T, NH, HD, accBytes, budget), accBytes
-}
+const attentionBudget = attnplan.Budget
 
 // AttentionPlan is how the backend runs an attention call: query chunks
 // of Rows rows, Chunks of them, and whether backward accumulates dK and dV
@@ -134,16 +70,8 @@ type AttentionPlan struct {
 // AttentionPlan is the plan of attention forward and backward at (B, T,
 // NH, KV, HD) with qkv, dout and dqkv in dt, as training stores them.
 func (b *Backend) AttentionPlan(B, T, NH, KV, HD int, dt backend.DType) AttentionPlan {
-	kdt := kernels.DType(dt)
-	rows, acc := attPlan(B, T, NH, KV, HD, kdt, gemmType(kdt), attentionBudget)
-	return AttentionPlan{Rows: rows, Chunks: (T + rows - 1) / max(rows, 1), FP32Accumulators: acc > 0}
-}
-
-// attWorkspace is the bytes a call with the plan (rows, accBytes)
-// requests: the planner's bound, at most the budget's power of two when a
-// row fits it.
-func attWorkspace(B, T, NH, HD, rows, accBytes int) int {
-	return rows*attRowBytes(B, T, NH, HD) + accBytes + attSlack
+	p := attnplan.New(B, T, NH, KV, HD, dt, backend.DType(gemmType(kernels.DType(dt))), attentionBudget)
+	return AttentionPlan{Rows: p.Rows, Chunks: p.Chunks, FP32Accumulators: p.AccBytes > 0}
 }
 
 // attentionDims panics unless the attention shapes agree: NH a positive
@@ -196,6 +124,12 @@ type attCall struct {
 	failed           bool
 }
 
+// plan is the call's chunking with dqkv (or, forward, qkv) in dq and GEMM
+// operands in gdt.
+func (a *attCall) plan(dq, gdt kernels.DType, budget int) attnplan.Plan {
+	return attnplan.New(a.B, a.T, a.NH, a.KV, a.HD, backend.DType(dq), backend.DType(gdt), budget)
+}
+
 func (b *Backend) newAttCall(op string, B, T, NH, KV, HD int) *attCall {
 	return &attCall{b: b, op: op, B: B, T: T, NH: NH, KV: KV, HD: HD, G: NH / KV, S: (NH + 2*KV) * HD, CO: NH * HD,
 		scale: float32(1 / math.Sqrt(float64(HD)))}
@@ -237,13 +171,13 @@ func (a *attCall) as(t kernels.Tensor, n int, dt kernels.DType) kernels.Tensor {
 }
 
 // workspace borrows at least bytes of scratch and carves it into buffers
-// of the given sizes in bytes (0: none), each aligned to attAlign.
+// of the given sizes in bytes (0: none), each aligned to attnplan.Align.
 func (a *attCall) workspace(bytes int, sizes ...int) []cu.DevicePtr {
 	offs := make([]int, len(sizes))
 	total := 0
 	for i, n := range sizes {
 		offs[i] = total
-		total += (n + attAlign - 1) &^ (attAlign - 1)
+		total += (n + attnplan.Align - 1) &^ (attnplan.Align - 1)
 	}
 	ws, ok := a.scratch(kernels.F32, (max(total, bytes)+3)/4)
 	ptrs := make([]cu.DevicePtr, len(sizes))
@@ -347,8 +281,9 @@ func (b *Backend) attentionForward(out, lse, qkv backend.Buffer, B, T, NH, KV, H
 	odt := resultType(o.DT, gdt)
 	directO := a.G == 1 && odt == o.DT
 
-	rows, accBytes := attPlan(B, T, NH, KV, HD, b.t(op, qkv).DT, gdt, budget)
-	cells, heads := B*NH*rows*attLD(T), B*NH*rows*HD
+	pl := a.plan(b.t(op, qkv).DT, gdt, budget)
+	rows := pl.Rows
+	cells, heads := B*NH*rows*attnplan.LD(T), B*NH*rows*HD
 	sizes := []int{4 * cells, 0, 0, 0}
 	if gdt != kernels.F32 {
 		sizes[1] = cells * gdt.Size() // P; on fp32 it overwrites S
@@ -359,7 +294,7 @@ func (b *Backend) attentionForward(out, lse, qkv backend.Buffer, B, T, NH, KV, H
 	if !directO {
 		sizes[3] = heads * odt.Size() // O before it is scattered
 	}
-	ws := a.workspace(attWorkspace(B, T, NH, HD, rows, accBytes), sizes...)
+	ws := a.workspace(pl.Workspace, sizes...)
 	if a.failed {
 		return
 	}
@@ -370,7 +305,7 @@ func (b *Backend) attentionForward(out, lse, qkv backend.Buffer, B, T, NH, KV, H
 	K, V := a.inQKV(x, NH), a.inQKV(x, NH+KV)
 	for r0 := 0; r0 < T; r0 += rows {
 		c := a.chunk(r0, rows)
-		M, cols, ld := a.G*c.Rows, c.Cols(), attLD(c.Cols())
+		M, cols, ld := a.G*c.Rows, c.Cols(), attnplan.LD(c.Cols())
 		Q := a.inQKV(x, 0).shift(r0 * a.S)
 		if a.G > 1 {
 			Q = a.inChunk(ws[2], gdt, M, HD)
@@ -423,9 +358,10 @@ func (b *Backend) attentionBackward(dqkv, dout, out, qkv, lse backend.Buffer, B,
 	directDO := a.G == 1 && do.DT == gdt
 	directDQ := a.G == 1 && ddt == dq.DT
 
-	rows, accBytes := attPlan(B, T, NH, KV, HD, dq.DT, gdt, budget)
+	pl := a.plan(dq.DT, gdt, budget)
+	rows, accBytes := pl.Rows, pl.AccBytes
 	acc := accBytes > 0
-	cells, heads := B*NH*rows*attLD(T), B*NH*rows*HD
+	cells, heads := B*NH*rows*attnplan.LD(T), B*NH*rows*HD
 	sizes := make([]int, 9) // S, P, dP, dS, Q, dO, dQ, D, dK|dV
 	sizes[0], sizes[2], sizes[7], sizes[8] = 4*cells, 4*cells, 4*B*NH*rows, accBytes
 	if gdt != kernels.F32 {
@@ -440,7 +376,7 @@ func (b *Backend) attentionBackward(dqkv, dout, out, qkv, lse backend.Buffer, B,
 	if !directDQ {
 		sizes[6] = heads * ddt.Size()
 	}
-	ws := a.workspace(attWorkspace(B, T, NH, HD, rows, accBytes), sizes...)
+	ws := a.workspace(pl.Workspace, sizes...)
 	if a.failed {
 		return
 	}
@@ -460,11 +396,10 @@ func (b *Backend) attentionBackward(dqkv, dout, out, qkv, lse backend.Buffer, B,
 		}
 		dK, dV = per(dKacc), per(dVacc)
 	}
-	chunks := (T + rows - 1) / rows
-	for ci := chunks - 1; ci >= 0; ci-- {
+	for ci := pl.Chunks - 1; ci >= 0; ci-- {
 		r0 := ci * rows
 		c := a.chunk(r0, rows)
-		M, cols, ld := a.G*c.Rows, c.Cols(), attLD(c.Cols())
+		M, cols, ld := a.G*c.Rows, c.Cols(), attnplan.LD(c.Cols())
 		Q, dO := a.inQKV(x, 0).shift(r0*a.S), a.inTokens(do).shift(r0*a.CO)
 		var qc, doc kernels.Tensor
 		if a.G > 1 {
@@ -483,7 +418,7 @@ func (b *Backend) attentionBackward(dqkv, dout, out, qkv, lse backend.Buffer, B,
 		// The last chunk comes first and spans every key: it writes dK and
 		// dV whole, the chunks after add onto them.
 		beta := float32(1)
-		if ci == chunks-1 {
+		if ci == pl.Chunks-1 {
 			beta = 0
 		}
 		dQ := a.inQKV(dq, 0).shift(r0 * a.S)

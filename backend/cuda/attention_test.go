@@ -8,11 +8,10 @@ import (
 	"testing"
 
 	"github.com/gotrain/gotrain/backend"
+	"github.com/gotrain/gotrain/backend/attnplan"
 	"github.com/gotrain/gotrain/backend/backendtest"
 	"github.com/gotrain/gotrain/backend/compare"
-	"github.com/gotrain/gotrain/costmodel"
 	"github.com/gotrain/gotrain/cuda/cudatest"
-	"github.com/gotrain/gotrain/kernels"
 )
 
 // upload puts vals into a new device buffer of dt on be.
@@ -204,7 +203,7 @@ func TestAttentionMatchesCPU(t *testing.T) {
 	for i, a := range runs {
 		name := a.String()
 		if a.budget != attentionBudget {
-			name += fmt.Sprintf("/budget%d/rows%d", a.budget, AttentionChunkRows(a.B, a.T, a.NH, a.HD, 0, a.budget))
+			name += fmt.Sprintf("/budget%d/rows%d", a.budget, attnplan.ChunkRows(a.B, a.T, a.NH, a.HD, 0, a.budget))
 		}
 		t.Run(name, func(t *testing.T) { a.compareWithCPU(t, e.backend(t), uint64(i)) })
 	}
@@ -276,8 +275,9 @@ func TestAttentionWorkspaceBoundedByBudget(t *testing.T) {
 		// A second call reuses the workspace: the structure of every call
 		// after the first.
 		fwd, bwd := step()
-		rows, acc := attPlan(B, T, NH, KV, HD, kernels.BF16, kernels.BF16, budget)
-		if acc == 0 {
+		pl := attnplan.New(B, T, NH, KV, HD, backend.BF16, backend.BF16, budget)
+		rows := pl.Rows
+		if pl.AccBytes == 0 {
 			t.Fatalf("T=%d: a bf16 dqkv in %d-row chunks should accumulate in fp32", T, rows)
 		}
 		cf := int64((T + rows - 1) / rows)
@@ -341,51 +341,4 @@ func TestAttentionPlanIsWhatRuns(t *testing.T) {
 	if n := bwd.GEMMs[cudatest.InBF16][cudatest.Compute32F]; n != 5*chunks {
 		t.Errorf("backward: %d bf16 GEMMs, want 5 a chunk for %d chunks", n, chunks)
 	}
-}
-
-// The cost model's copy of the chunk planner agrees with this one.
-func TestAttentionChunkRowsMatchCostModel(t *testing.T) {
-	for _, c := range [][6]int{{8, 1024, 12, 64, 0, attentionBudget}, {4, 4096, 16, 128, 2 * 4 * 4 * 8 * 4096 * 128, attentionBudget},
-		{1, 1, 1, 1, 0, 1}, {2, 300, 4, 64, 0, 300 << 10}, {3, 100000, 40, 256, 1 << 20, 1 << 30}} {
-		if got, want := AttentionChunkRows(c[0], c[1], c[2], c[3], c[4], c[5]), costmodel.AttentionChunkRows(c[0], c[1], c[2], c[3], c[4], c[5]); got != want {
-			t.Errorf("%v: backend %d rows, cost model %d", c, got, want)
-		}
-	}
-	if costmodel.AttentionBudget != attentionBudget {
-		t.Errorf("cost model budget %d, backend %d", costmodel.AttentionBudget, attentionBudget)
-	}
-}
-
-// FuzzAttentionChunkRows: for any shape and budget the planner gives
-// between 1 and min(T, 128) rows, a multiple of 16 unless it is T or
-// below 16, a workspace (rows at the worst case's cost, the set-aside
-// bytes and the alignment slack) within the budget's power of two
-// whenever one row fits it, and the cost model's answer.
-func FuzzAttentionChunkRows(f *testing.F) {
-	f.Add(uint16(8), uint32(1024), uint16(12), uint16(64), uint32(0), uint32(attentionBudget))
-	f.Add(uint16(1), uint32(300), uint16(2), uint16(64), uint32(153600), uint32(1<<20))
-	f.Add(uint16(4), uint32(4096), uint16(16), uint16(128), uint32(1<<27), uint32(1<<29))
-	f.Fuzz(func(t *testing.T, b16 uint16, t32 uint32, nh16, hd16 uint16, fixed32, budget32 uint32) {
-		B, T, NH, HD := int(b16%64)+1, int(t32%(1<<17))+1, int(nh16%128)+1, int(hd16%512)+1
-		fixed, budget := int(fixed32%(1<<30)), int(budget32)
-		rows := AttentionChunkRows(B, T, NH, HD, fixed, budget)
-		if rows < 1 || rows > min(T, attMaxRows) {
-			t.Fatalf("B%d T%d NH%d HD%d fixed %d budget %d: %d rows", B, T, NH, HD, fixed, budget, rows)
-		}
-		if rows != T && rows > 16 && rows%16 != 0 {
-			t.Fatalf("%d rows of %d: not a multiple of 16", rows, T)
-		}
-		limit := 1 << 12
-		for limit*2 <= budget {
-			limit *= 2
-		}
-		need := func(r int) int { return r*attRowBytes(B, T, NH, HD) + fixed + attSlack }
-		if need(1) <= limit && need(rows) > limit {
-			t.Fatalf("B%d T%d NH%d HD%d fixed %d budget %d: %d rows need %d bytes, more than %d", B, T, NH, HD, fixed, budget,
-				rows, need(rows), limit)
-		}
-		if c := costmodel.AttentionChunkRows(B, T, NH, HD, fixed, budget); c != rows {
-			t.Fatalf("cost model %d rows, backend %d", c, rows)
-		}
-	})
 }

@@ -89,8 +89,8 @@ func runBench(c *cli.Context) error {
 		be = gpu.be
 		gi := gpu.dev.Info()
 		what = fmt.Sprintf("%s (sm_%d)", gi.Name, gi.SM())
-		if peak == 0 {
-			peak, _ = gpuPeakFLOPS(gi.Name)
+		if g, ok := costmodel.DeviceGPU(gi.Name); ok && peak == 0 {
+			peak = g.BF16
 		}
 	}
 	var rec *blas.Recorder

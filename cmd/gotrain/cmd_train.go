@@ -22,6 +22,7 @@ import (
 	"github.com/gotrain/gotrain/comm/tcp"
 	"github.com/gotrain/gotrain/config"
 	"github.com/gotrain/gotrain/configs"
+	"github.com/gotrain/gotrain/costmodel"
 	"github.com/gotrain/gotrain/data"
 	"github.com/gotrain/gotrain/launch"
 	"github.com/gotrain/gotrain/metrics"
@@ -441,8 +442,8 @@ func (d *trainDevice) announce(c *cli.Context, out io.Writer, rk launch.Rank, cf
 		fmt.Fprintln(c.App.ErrWriter, w)
 	}
 	if peak == 0 {
-		if p, ok := gpuPeakFLOPS(gi.Name); ok {
-			peak = p
+		if g, ok := costmodel.DeviceGPU(gi.Name); ok {
+			peak = g.BF16
 		} else if rk.Rank == 0 {
 			fmt.Fprintf(c.App.ErrWriter, "info: no peak FLOP/s known for %q; pass --peak-flops to report MFU\n", gi.Name)
 		}

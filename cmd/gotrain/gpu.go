@@ -202,38 +202,6 @@ func (g *gpuRank) Close() error {
 	return err
 }
 
-// gpuPeakFLOPS is the dense bf16 tensor-core peak of known GPUs, the
-// denominator of MFU as llm.c and nanoGPT report it (no sparsity). A GPU
-// missing here reports MFU only with --peak-flops.
-func gpuPeakFLOPS(name string) (float64, bool) {
-	table := []struct {
-		match string
-		flops float64
-	}{
-		{"H200", 989e12},
-		{"H100 PCIe", 756e12},
-		{"H100", 989e12},
-		{"H800", 989e12},
-		{"GH200", 989e12},
-		{"A100", 312e12},
-		{"A800", 312e12},
-		{"A10G", 70e12},
-		{"A10", 125e12},
-		{"L40S", 362e12},
-		{"L40", 181e12},
-		{"L4", 121e12},
-		{"RTX 4090", 165e12},
-		{"RTX 3090", 71e12},
-		{"RTX A6000", 155e12},
-	}
-	for _, e := range table {
-		if strings.Contains(name, e.match) {
-			return e.flops, true
-		}
-	}
-	return 0, false
-}
-
 // connectNCCL opens the NCCL communicator of this rank's GPU; the unique
 // id travels through the rendezvous store.
 func connectNCCL(ctx context.Context, rk launch.Rank, st comm.Store, gpu *gpuRank, timeout time.Duration) (comm.Comm, error) {

@@ -5,7 +5,8 @@
 // few edits away, so a Hugging Face spelling finds its twin before a
 // look-alike.
 //
-// It is internal because config and the command line both need it.
+// It is internal because config, the trainer's stages file and the command
+// line all need it.
 package didyoumean
 
 import (
